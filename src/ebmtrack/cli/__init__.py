@@ -1,0 +1,1 @@
+"""Command-line interface: thin wrappers around the library. Nothing imports this package."""

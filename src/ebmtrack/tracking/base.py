@@ -1,0 +1,79 @@
+"""The one interface every tracker implements, ours and OpenCV's alike.
+
+Conventions, used throughout ebmtrack:
+
+- A frame is a ``numpy.ndarray`` of dtype uint8, shape (H, W, 3) in RGB order, or (H, W) for a
+  grayscale frame. Trackers accept both and frames of any size.
+- A box is ``(x, y, w, h)`` in pixels of that frame, floats, with (x, y) the top-left corner and
+  0-based coordinates: the pixel (0, 0) covers [0, 1) x [0, 1). Its centre is
+  (x + w / 2, y + h / 2).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+class TrackStatus(str, enum.Enum):
+    """How confident the tracker is about the frame's box."""
+
+    NORMAL = "normal"
+    UNCERTAIN = "uncertain"
+    HARD_NEGATIVE = "hard_negative"
+    NOT_FOUND = "not_found"
+
+
+@dataclass(frozen=True)
+class TrackResult:
+    """The output of :meth:`Tracker.track` for one frame.
+
+    Attributes:
+        box: (x, y, w, h) in pixels, shape (4,), float64.
+        score: the tracker's confidence (for ATOM the classifier's max score); NaN if it has none.
+        status: see :class:`TrackStatus`.
+    """
+
+    box: np.ndarray
+    score: float = float("nan")
+    status: TrackStatus = TrackStatus.NORMAL
+
+
+@runtime_checkable
+class Tracker(Protocol):
+    """A single-object tracker: initialize once per sequence, then track frame by frame."""
+
+    name: str
+
+    def initialize(self, frame: np.ndarray, box: np.ndarray) -> None:
+        """Start a sequence on ``frame`` with the target at ``box`` (x, y, w, h)."""
+
+    def track(self, frame: np.ndarray) -> TrackResult:
+        """Locate the target in the next frame."""
+
+
+def validate_box(box, frame_shape: tuple[int, ...] | None = None, name: str = "box") -> np.ndarray:
+    """Return ``box`` as a float64 array (4,), or raise ValueError saying what is wrong.
+
+    A valid box has four finite numbers, positive width and height, and when ``frame_shape`` is
+    given it overlaps the frame.
+    """
+    arr = np.asarray(box, dtype=np.float64).reshape(-1)
+    if arr.shape != (4,):
+        raise ValueError(f"{name} must have 4 numbers x,y,w,h, got {arr.size}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite, got {arr.tolist()}")
+    if arr[2] <= 0 or arr[3] <= 0:
+        raise ValueError(
+            f"{name} must have positive width and height, got w={arr[2]:g} h={arr[3]:g}"
+        )
+    if frame_shape is not None:
+        height, width = frame_shape[:2]
+        if arr[0] >= width or arr[1] >= height or arr[0] + arr[2] <= 0 or arr[1] + arr[3] <= 0:
+            raise ValueError(
+                f"{name} {arr.tolist()} lies outside the first frame of size {width}x{height}"
+            )
+    return arr
