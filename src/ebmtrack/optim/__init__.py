@@ -1,1 +1,10 @@
-"""ebmtrack.optim."""
+"""ebmtrack.optim: Gauss-Newton / conjugate-gradient solver of ATOM's Algorithm 1."""
+
+from ebmtrack.optim.gauss_newton import (
+    Linearization,
+    OptimResult,
+    conjugate_gradient,
+    gauss_newton_cg,
+)
+
+__all__ = ["Linearization", "OptimResult", "conjugate_gradient", "gauss_newton_cg"]

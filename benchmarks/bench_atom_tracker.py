@@ -1,0 +1,139 @@
+"""Per-frame cost of the ATOM tracker, stage by stage, against its own backbone pass.
+
+For each backbone (resnet18 with random weights: the speed is the same as with ImageNet weights,
+which do not ship; mobilenetv2 with its ImageNet weights), each backbone runtime (eager PyTorch,
+and ONNX Runtime) and each search size, the tracker runs a sequence with IoU refinement on (a
+random IoU-Net of the right width: the same cost as a trained one) and reports the mean time per
+frame of: crop, backbone, classifier, IoU refinement and update (memory writes and the filter
+updates of the run), then ``update@250``: one filter update on a full 250-sample memory (a short
+run never fills it) divided by the 10 frames between updates; the total counts the larger of the
+two update figures; then total / backbone (goal < 1.5) and FPS (goal >= 30 with the mobile
+backbone). The first frames after initialisation are warm-up and not counted.
+
+    .venv/bin/python benchmarks/bench_atom_tracker.py --threads 2 --frames 60
+
+Frames come from ``../shared/data/sequences/<sequence>`` next to the repository if present,
+else from a generated sequence. Results go to stdout (a markdown table) and to
+``runs/bench_atom_tracker.json``. On a shared machine the absolute times vary from run to run;
+the ratios, measured in the same run, vary less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ebmtrack.data.io import list_images, read_image
+from ebmtrack.models.backbones import create_backbone
+from ebmtrack.models.classifier import update_filter
+from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
+from ebmtrack.tracking.atom import AtomParams, AtomTracker
+
+REPO = Path(__file__).resolve().parents[1]
+STAGES = ("crop", "backbone", "classifier", "iou", "update")
+COLUMNS = (*STAGES, "update@250")
+
+
+def load_frames(sequence: str, count: int) -> tuple[list[np.ndarray], np.ndarray]:
+    root = REPO.parent / "shared" / "data" / "sequences" / sequence
+    if root.is_dir():
+        paths = list_images(root / "img")[:count]
+        first_box = np.loadtxt(root / "groundtruth_rect.txt", delimiter=",", max_rows=1)
+        return [read_image(p) for p in paths], first_box
+    rng = np.random.default_rng(0)
+    background = rng.integers(0, 256, (360, 480, 3), dtype=np.uint8)
+    frames = []
+    for t in range(count):
+        frame = background.copy()
+        frame[100 + t : 160 + t, 150 + 2 * t : 230 + 2 * t] = 255
+        frames.append(frame)
+    return frames, np.array([150.0, 100.0, 80.0, 60.0])
+
+
+def bench(backbone_name, runtime, search_size, frames, box, warmup):
+    pretrained = backbone_name != "resnet18"
+    backbone = create_backbone(backbone_name, pretrained=pretrained)
+    torch.manual_seed(0)
+    iou_net = AtomIoUNet(IoUNetConfig.for_backbone(backbone)).eval().requires_grad_(False)
+    params = AtomParams(backbone=backbone_name, backbone_runtime=runtime, search_size=search_size)
+    tracker = AtomTracker(backbone, iou_net, params)
+    start = time.perf_counter()
+    tracker.initialize(frames[0], box)
+    init_time = time.perf_counter() - start
+    rows = []
+    for index, frame in enumerate(frames[1:]):
+        tracker.track(frame)
+        if index >= warmup:
+            rows.append([tracker.last_timings[s] for s in STAGES])
+    times = np.array(rows).mean(axis=0) * 1e3
+    # A short run never fills the 250-sample memory: time one update on a full memory too, and
+    # count it once every train_skipping frames in the steady-state total.
+    state = tracker._state
+    samples, labels, weights = state.memory.training_set()
+    count = params.memory_size
+    full = [
+        t.repeat(count // t.shape[0] + 1, *([1] * (t.dim() - 1)))[:count] for t in (samples, labels)
+    ]
+    start = time.perf_counter()
+    update_filter(
+        state.classifier, *full, torch.full((count,), 1.0 / count), params.update_cg_iters
+    )
+    full_update = (time.perf_counter() - start) * 1e3
+    steady_update = full_update / params.train_skipping
+    result = dict(zip(STAGES, times.round(2).tolist()))
+    result["update@250"] = round(steady_update, 2)
+    total = float(times.sum()) + max(steady_update - result["update"], 0.0)
+    result.update(
+        backbone_name=backbone_name,
+        runtime=runtime,
+        search_size=search_size,
+        total=round(total, 2),
+        ratio=round(total / result["backbone"], 3),
+        fps=round(1000.0 / total, 1),
+        init_s=round(init_time, 2),
+        full_update_ms=round(full_update, 1),
+        frames=len(rows),
+    )
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--frames", type=int, default=60, help="frames per run, init included")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--sequence", default="Jumping")
+    parser.add_argument("--sizes", default="288,192")
+    parser.add_argument("--backbones", default="mobilenetv2,resnet18")
+    parser.add_argument("--runtimes", default="torch,onnx")
+    parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench_atom_tracker.json")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    frames, box = load_frames(args.sequence, args.frames)
+    results = []
+    header = "| backbone | runtime | size | " + " | ".join(COLUMNS) + " | total ms | ratio | FPS |"
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    for name in args.backbones.split(","):
+        for runtime in args.runtimes.split(","):
+            for size in (int(s) for s in args.sizes.split(",")):
+                r = bench(name, runtime, size, frames, box, args.warmup)
+                results.append(r)
+                cells = " | ".join(f"{r[c]:.1f}" for c in COLUMNS)
+                print(
+                    f"| {name} | {runtime} | {size} | {cells} | {r['total']:.1f} | "
+                    f"{r['ratio']:.2f} | {r['fps']:.1f} |",
+                    flush=True,
+                )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"threads": args.threads, "sequence": args.sequence, "frames": args.frames}
+    args.out.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

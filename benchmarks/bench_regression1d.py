@@ -1,0 +1,90 @@
+"""Training cost of the 1-D regression study, seconds per epoch for each method.
+
+Times ``--steps`` optimizer steps (batch 32, M = 1024, the study's hyperparameters) and
+extrapolates to an epoch of 2000 examples (63 steps). Each method is timed with the study's
+network and with a plain implementation of the same network (row-major, ``torch.tanh``, no
+broadcasting tricks); the ratio is measured in the same run, which matters on a shared machine.
+
+    python benchmarks/bench_regression1d.py [--methods nce+,ml-is] [--steps 20] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+
+import torch
+from torch import nn
+
+from ebmtrack.ebm import get_loss
+from ebmtrack.studies.regression1d.data import NUM_TRAIN, sample_dataset
+from ebmtrack.studies.regression1d.methods import METHODS, PAPER_TABLE1, parse_methods
+from ebmtrack.studies.regression1d.model import Regression1dEnergy
+
+BATCH = 32
+
+
+class PlainNetwork(nn.Module):
+    """The same parameters evaluated by ``Regression1dEnergy.reference_forward``."""
+
+    def __init__(self, net: Regression1dEnergy):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, y):
+        return self.net.reference_forward(x, y)
+
+
+def seconds_per_epoch(method: str, plain: bool, steps: int) -> float:
+    spec = METHODS[method]
+    x_all, y_all = (torch.from_numpy(a) for a in sample_dataset(1, seed=1))
+    torch.manual_seed(0)
+    net = Regression1dEnergy()
+    model = PlainNetwork(net) if plain else net
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3, foreach=True)
+    kwargs = spec.loss_kwargs(1024)
+    if spec.sample_based:
+        kwargs["generator"] = torch.Generator().manual_seed(0)
+    loss_fn = get_loss(spec.loss)
+    batches = torch.randperm(NUM_TRAIN).split(BATCH)
+
+    def step(i):
+        idx = batches[i % len(batches)]
+        loss = loss_fn(model, x_all[idx], y_all[idx, None], **kwargs)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    step(0)  # warm-up
+    start = time.perf_counter()
+    for i in range(steps):
+        step(i + 1)
+    return (time.perf_counter() - start) / steps * math.ceil(NUM_TRAIN / BATCH)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--methods", default="all")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per method")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {args.threads} thread(s), load average {os.getloadavg()}")
+    print("| method | s/epoch (ours) | s/epoch (plain network) | speed-up | paper s/epoch |")
+    print("|---|---|---|---|---|")
+    for method in parse_methods(args.methods):
+        # L = 256 costs ~250 steps' worth per step: time fewer steps
+        steps = max(1, args.steps // 10) if method == "ml-mcmc-256" else args.steps
+        ours = seconds_per_epoch(method, plain=False, steps=steps)
+        plain = seconds_per_epoch(method, plain=True, steps=steps)
+        print(
+            f"| {method} | {ours:.3f} | {plain:.3f} | {plain / ours:.2f}x | "
+            f"{PAPER_TABLE1[method][1]:.2f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

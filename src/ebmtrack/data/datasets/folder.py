@@ -1,0 +1,181 @@
+"""Readers for folders of OTB- or VOT-style sequences (OTB-2015, VOT, any such folder).
+
+A sequence folder holds a ground-truth file (``groundtruth_rect.txt``, ``groundtruth.txt``, or
+``groundtruth_rect.1.txt``, ``groundtruth_rect.2.txt``, ... for several targets in one video) and
+its frames in ``img/``, ``color/`` or the folder itself.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ebmtrack.data.datasets.sequence import (
+    Sequence,
+    check_exists,
+    image_files,
+    read_boxes,
+    read_names,
+)
+
+FRAME_FOLDERS = ("img", "color")
+_TARGET_FILE = re.compile(r"groundtruth_rect\.(\d+)\.txt$")
+
+# OTB-2015 sequences whose annotation covers a range of the frame files, given as
+# (first, last) frame numbers as in the benchmark's configSeqs.m. Frame files are numbered from 1,
+# so for BlurCar1 the first annotated frame is 0247.jpg. For every other sequence the annotation
+# covers the first len(annotation) frames.
+OTB_FRAME_RANGES: dict[str, tuple[int, int]] = {
+    "BlurCar1": (247, 988),
+    "BlurCar3": (3, 359),
+    "BlurCar4": (18, 397),
+    "David": (300, 770),
+}
+
+
+def _frame_number(path: Path) -> int | None:
+    digits = re.findall(r"\d+", path.stem)
+    return int(digits[-1]) if digits else None
+
+
+def _frames_of(folder: Path) -> list[Path]:
+    for sub in FRAME_FOLDERS:
+        frames = image_files(folder / sub)
+        if frames:
+            return frames
+    return image_files(folder)
+
+
+def _targets_of(folder: Path) -> list[tuple[str, Path]]:
+    """(sequence name, annotation file) pairs of one video folder; several for multi-target."""
+    numbered = sorted(
+        (int(m.group(1)), p)
+        for p in folder.glob("groundtruth_rect.*.txt")
+        if (m := _TARGET_FILE.search(p.name)) and p.stat().st_size > 0
+    )
+    if numbered:
+        if len(numbered) == 1:
+            return [(folder.name, numbered[0][1])]
+        return [(f"{folder.name}_{index}", path) for index, path in numbered]
+    for name in ("groundtruth_rect.txt", "groundtruth.txt"):
+        if (folder / name).is_file():
+            return [(folder.name, folder / name)]
+    return []
+
+
+def _read_attributes(folder: Path) -> tuple[str, ...]:
+    path = folder / "attrs.txt"
+    if not path.is_file():
+        return ()
+    return tuple(a.strip() for a in re.split(r"[,\s]+", path.read_text()) if a.strip())
+
+
+def _read_video(
+    folder: Path, dataset: str, frame_ranges: dict[str, tuple[int, int]], problems: list[str]
+) -> list[Sequence]:
+    frames = _frames_of(folder)
+    targets = _targets_of(folder)
+    if not targets:
+        problems.append(f"{folder}: no groundtruth_rect.txt or groundtruth.txt")
+        return []
+    if not frames:
+        problems.append(f"{folder}: no frames in img/, color/ or the folder itself")
+        return []
+    sequences = []
+    for name, gt_path in targets:
+        gt = read_boxes(gt_path)
+        seq_frames = frames
+        if folder.name in frame_ranges:
+            first, last = frame_ranges[folder.name]
+            seq_frames = [f for f in frames if first <= (_frame_number(f) or 0) <= last]
+        if len(seq_frames) < len(gt):
+            problems.append(
+                f"{folder}: {len(gt)} boxes in {gt_path.name} but only {len(seq_frames)} frames"
+            )
+            continue
+        sequences.append(
+            Sequence(
+                name=name,
+                frames=tuple(seq_frames[: len(gt)]),
+                ground_truth=gt,
+                attributes=_read_attributes(folder),
+                dataset=dataset,
+            )
+        )
+    return sequences
+
+
+def _read_videos(
+    folders: list[Path], dataset: str, frame_ranges: dict[str, tuple[int, int]] | None = None
+) -> list[Sequence]:
+    check_exists(folders, f"{dataset} sequences")
+    problems: list[str] = []
+    sequences = []
+    for folder in folders:
+        sequences += _read_video(folder, dataset, frame_ranges or {}, problems)
+    if problems:
+        raise FileNotFoundError(
+            f"{dataset}: {len(problems)} problem(s):\n  " + "\n  ".join(problems)
+        )
+    return sequences
+
+
+def _sequence_folders(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.is_dir() and _targets_of(p))
+
+
+def load_folder(root: str | Path, dataset: str = "folder") -> list[Sequence]:
+    """Every OTB/VOT-style sequence folder under ``root`` (or ``root`` itself if it is one).
+
+    When the annotation has fewer lines than there are frames, the first frames are used (OTB
+    ships a few sequences with extra frames, e.g. Football1).
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise NotADirectoryError(f"{dataset}: not a folder: {root}")
+    if _targets_of(root):
+        return _read_videos([root], dataset)
+    folders = _sequence_folders(root)
+    if not folders:
+        raise FileNotFoundError(
+            f"{dataset}: no sequence folders in {root} (expected NAME/groundtruth_rect.txt or "
+            "NAME/groundtruth.txt with frames in NAME/img/, NAME/color/ or NAME/)"
+        )
+    return _read_videos(folders, dataset)
+
+
+def load_otb(root: str | Path) -> list[Sequence]:
+    """OTB-2013/2015 as distributed: ``root/NAME/img/%04d.jpg`` and ``groundtruth_rect.txt``.
+
+    Multi-target videos become NAME_1, NAME_2 (Jogging, Skating2); sequences annotated on a
+    range of their frames (David, BlurCar1/3/4) use that range; attributes come from
+    ``NAME/attrs.txt`` when present.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise NotADirectoryError(f"otb: not a folder: {root}")
+    folders = _sequence_folders(root)
+    if not folders:
+        raise FileNotFoundError(f"otb: no NAME/groundtruth_rect.txt under {root}")
+    return _read_videos(folders, "otb", OTB_FRAME_RANGES)
+
+
+def load_vot(root: str | Path) -> list[Sequence]:
+    """A VOT short-term data set: ``root/list.txt`` and ``root/NAME/groundtruth.txt``.
+
+    Frames are in ``NAME/color/`` (VOT2019 on) or ``NAME/`` (earlier); 4-corner polygons become
+    their tightest axis-aligned box. Without ``list.txt`` every sequence folder is read.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise NotADirectoryError(f"vot: not a folder: {root}")
+    list_file = root / "list.txt"
+    if list_file.is_file():
+        names = read_names(list_file)
+        check_exists([root / n / "groundtruth.txt" for n in names], f"vot sequences of {list_file}")
+        folders = [root / n for n in names]
+    else:
+        folders = _sequence_folders(root)
+        if not folders:
+            raise FileNotFoundError(f"vot: no list.txt and no NAME/groundtruth.txt under {root}")
+    return _read_videos(folders, "vot")

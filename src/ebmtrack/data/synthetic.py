@@ -1,0 +1,545 @@
+"""Procedurally generated tracking sequences: training and tests without a data set on disk.
+
+Each sequence shows one textured target that moves, scales and rotates over a textured, slowly
+panning background, with look-alike distractors passing behind it and occluders passing in front
+of it. Everything random is drawn when the sequence is built, from its seed; frames are rendered
+only when asked for, so a data set of any size costs no disk and little memory, and the same seed
+always gives the same pixels.
+
+A sequence offers the interface of :class:`ebmtrack.data.datasets.sequence.Sequence` that
+training uses: ``name``, ``dataset``, ``ground_truth`` (N, 4), ``visible`` (N,), ``len()``,
+``frame(i)``, ``init_box`` and ``annotated()``. Boxes follow the package convention (x, y, w, h,
+pixel (0, 0) covers [0, 1) x [0, 1)); a box is the tightest box around the target's outline,
+clipped to the frame, whether or not an occluder hides it. A frame counts as visible when at least
+``min_visible_fraction`` of the target's area is in the frame and not covered by occluders.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import cv2
+import numpy as np
+from scipy.signal import lfilter
+
+from ebmtrack.data.io import read_image
+
+TextureSource = Callable[[np.random.Generator, int, int], np.ndarray]
+"""``source(rng, height, width)`` returns a uint8 RGB texture (height, width, 3)."""
+
+_SUBPIXEL_BITS = 4  # fixed-point precision of cv2.fillPoly vertices
+
+
+@dataclass(frozen=True)
+class SyntheticConfig:
+    """Parameters of the generated sequences.
+
+    Attributes:
+        num_frames: frames per sequence.
+        frame_size: (height, width) of the frames.
+        target_scale: range of the target's sqrt(area) in the first frame, as a fraction of the
+            frame's shorter side.
+        max_aspect_ratio: the target's width/height lies in [1/r, r].
+        speed: typical speed of targets and distractors, fraction of the shorter side per frame.
+        scale_rate: typical per-frame change of log(scale).
+        rotation_rate: largest rotation speed of the target, degrees per frame.
+        num_distractors: inclusive range of look-alike objects that pass behind the target.
+        num_occluders: inclusive range of objects that cross in front of the target.
+        camera_speed: typical background pan, pixels per frame.
+        min_visible_fraction: smallest visible share of the target's area for a visible frame.
+    """
+
+    num_frames: int = 100
+    frame_size: tuple[int, int] = (240, 320)
+    target_scale: tuple[float, float] = (0.12, 0.4)
+    max_aspect_ratio: float = 2.5
+    speed: float = 0.015
+    scale_rate: float = 0.01
+    rotation_rate: float = 1.5
+    num_distractors: tuple[int, int] = (0, 2)
+    num_occluders: tuple[int, int] = (0, 2)
+    camera_speed: float = 1.0
+    min_visible_fraction: float = 0.3
+
+    def __post_init__(self) -> None:
+        if self.num_frames < 1:
+            raise ValueError(f"num_frames must be >= 1, got {self.num_frames}")
+        if len(self.frame_size) != 2 or min(self.frame_size) < 16:
+            raise ValueError(
+                f"frame_size must be (height, width), both >= 16, got {self.frame_size}"
+            )
+        low, high = self.target_scale
+        if not 0 < low <= high <= 0.8:
+            raise ValueError(f"target_scale must satisfy 0 < low <= high <= 0.8, got {low, high}")
+        if self.max_aspect_ratio < 1:
+            raise ValueError(f"max_aspect_ratio must be >= 1, got {self.max_aspect_ratio}")
+        for name in ("num_distractors", "num_occluders"):
+            low, high = getattr(self, name)
+            if not 0 <= low <= high:
+                raise ValueError(f"{name} must be a range 0 <= low <= high, got {low, high}")
+        rates = ("speed", "scale_rate", "rotation_rate", "camera_speed")
+        for name in rates:
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0 <= self.min_visible_fraction <= 1:
+            raise ValueError(
+                f"min_visible_fraction must be in [0, 1], got {self.min_visible_fraction}"
+            )
+
+
+# ------------------------------------------------------------------------------------ textures
+def _smooth_noise(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
+    cell = rng.uniform(2.0, max(3.0, 0.3 * min(height, width)))
+    grid = rng.standard_normal((max(2, round(height / cell)), max(2, round(width / cell))))
+    field = cv2.resize(grid.astype(np.float32), (width, height), interpolation=cv2.INTER_CUBIC)
+    return (field - field.min()) / max(float(np.ptp(field)), 1e-6)
+
+
+def _stripes(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
+    ys, xs = np.mgrid[0:height, 0:width].astype(np.float32)
+    angle, period = rng.uniform(0, math.pi), rng.uniform(4.0, max(5.0, 0.5 * min(height, width)))
+    phase = xs * math.cos(angle) + ys * math.sin(angle)
+    return 0.5 + 0.5 * np.sin(2 * math.pi * phase / period + rng.uniform(0, 2 * math.pi))
+
+
+def _checker(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
+    ys, xs = np.mgrid[0:height, 0:width]
+    cell = int(rng.integers(3, max(4, min(height, width) // 3)))
+    return ((xs // cell + ys // cell) % 2).astype(np.float32)
+
+
+def _blobs(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
+    canvas = np.zeros((height, width), np.float32)
+    for _ in range(int(rng.integers(3, 12))):
+        center = (int(rng.integers(0, width)), int(rng.integers(0, height)))
+        radius = int(rng.integers(2, max(3, min(height, width) // 3)))
+        cv2.circle(canvas, center, radius, float(rng.uniform(0.3, 1.0)), -1, cv2.LINE_AA)
+    return canvas
+
+
+_PATTERNS = (_smooth_noise, _stripes, _checker, _blobs)
+
+
+def procedural_texture(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
+    """A random texture (height, width, 3) uint8: one or two patterns painted in random colours."""
+    if height < 1 or width < 1:
+        raise ValueError(f"texture size must be positive, got {height}x{width}")
+    count = int(rng.integers(1, 3))
+    kinds = rng.choice(len(_PATTERNS), size=count, replace=False)
+    pattern = sum(_PATTERNS[k](rng, height, width) for k in kinds) / count
+    colors = rng.uniform(0, 255, size=(2, 3)).astype(np.float32)
+    image = colors[0] + (colors[1] - colors[0]) * pattern[..., None]
+    image += rng.standard_normal(image.shape, dtype=np.float32) * np.float32(rng.uniform(0, 8))
+    return np.clip(image, 0, 255).astype(np.uint8)
+
+
+class ImageTextures:
+    """Textures cut from real images: a random crop of a random image, resized.
+
+    Args:
+        images: uint8 images (H, W, 3) or (H, W); grayscale ones get three equal channels.
+    """
+
+    def __init__(self, images: Sequence[np.ndarray]):
+        if len(images) == 0:
+            raise ValueError("images must hold at least one image")
+        self.images = []
+        for index, image in enumerate(images):
+            image = np.asarray(image)
+            if image.dtype != np.uint8 or image.ndim not in (2, 3) or min(image.shape[:2]) < 8:
+                raise ValueError(
+                    f"images[{index}] must be uint8 (H, W[, 3]) with H, W >= 8, "
+                    f"got {image.dtype} {image.shape}"
+                )
+            self.images.append(np.repeat(image[..., None], 3, 2) if image.ndim == 2 else image)
+
+    @classmethod
+    def from_files(cls, paths: Sequence[str | Path]) -> ImageTextures:
+        """Read the images at ``paths`` (see :func:`ebmtrack.data.io.read_image`)."""
+        return cls([read_image(p) for p in paths])
+
+    def __call__(self, rng: np.random.Generator, height: int, width: int) -> np.ndarray:
+        image = self.images[int(rng.integers(len(self.images)))]
+        rows, cols = image.shape[:2]
+        # The largest window of the requested aspect ratio, then a random share of it.
+        scale = min(rows / height, cols / width) * rng.uniform(0.3, 1.0)
+        crop_h, crop_w = max(1, round(height * scale)), max(1, round(width * scale))
+        y0 = int(rng.integers(0, rows - crop_h + 1))
+        x0 = int(rng.integers(0, cols - crop_w + 1))
+        window = image[y0 : y0 + crop_h, x0 : x0 + crop_w]
+        return cv2.resize(window, (width, height), interpolation=cv2.INTER_AREA)
+
+
+# ------------------------------------------------------------------------------------ geometry
+def _unit_outline(rng: np.random.Generator) -> np.ndarray:
+    """A random shape outline (P, 2) whose bounding box is exactly [-1, 1]^2."""
+    kind = int(rng.integers(3))
+    if kind == 0:  # rectangle
+        return np.array([[-1.0, -1.0], [1.0, -1.0], [1.0, 1.0], [-1.0, 1.0]])
+    if kind == 1:  # ellipse
+        angles = np.linspace(0, 2 * math.pi, 48, endpoint=False)
+    else:  # star-shaped polygon
+        angles = np.sort(rng.uniform(0, 2 * math.pi, size=int(rng.integers(5, 10))))
+    radii = np.ones_like(angles) if kind == 1 else rng.uniform(0.55, 1.0, size=angles.shape)
+    points = np.stack([radii * np.cos(angles), radii * np.sin(angles)], axis=1)
+    low, high = points.min(axis=0), points.max(axis=0)
+    return 2.0 * (points - low) / (high - low) - 1.0
+
+
+def _random_walk(
+    rng: np.random.Generator,
+    num_steps: int,
+    start: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    step_std: float,
+    smoothness: float = 0.9,
+) -> np.ndarray:
+    """(num_steps, D) smooth walk from ``start``: AR(1) velocities of stationary std ``step_std``,
+    bouncing off the walls of the box [low, high].
+
+    A walk that bounces is the free walk folded into the box (each wall a mirror), which is how it
+    is computed, without a loop.
+    """
+    start = np.asarray(start, dtype=np.float64)
+    first = rng.normal(0.0, step_std, size=start.shape)
+    noise = rng.normal(
+        0.0, step_std * math.sqrt(1 - smoothness**2), size=(num_steps - 1, start.size)
+    )
+    velocity, _ = lfilter([1.0], [1.0, -smoothness], noise, axis=0, zi=smoothness * first[None])
+    free = start + np.concatenate([np.zeros((1, start.size)), np.cumsum(velocity, axis=0)])
+    span = np.maximum(np.asarray(high, dtype=np.float64) - low, 1e-12)
+    folded = np.mod(free - low, 2 * span)
+    return low + span - np.abs(folded - span)
+
+
+def _clip_polygon(points: np.ndarray, width: float, height: float) -> np.ndarray:
+    """The part (P', 2) of a polygon inside [0, width] x [0, height] (Sutherland-Hodgman)."""
+    for axis, limit, keep_below in (
+        (0, 0.0, False),
+        (0, width, True),
+        (1, 0.0, False),
+        (1, height, True),
+    ):
+        if len(points) == 0:
+            break
+        inside = points[:, axis] <= limit if keep_below else points[:, axis] >= limit
+        clipped = []
+        for k in range(len(points)):
+            current, previous = points[k], points[k - 1]
+            if inside[k] != inside[k - 1]:  # the edge crosses the line: keep the crossing
+                share = (limit - previous[axis]) / (current[axis] - previous[axis])
+                clipped.append(previous + share * (current - previous))
+            if inside[k]:
+                clipped.append(current)
+        points = np.array(clipped).reshape(-1, 2)
+    return points
+
+
+def _polygon_area(points: np.ndarray) -> float:
+    return float(cv2.contourArea(points.astype(np.float32))) if len(points) >= 3 else 0.0
+
+
+def _to_opencv(matrix: np.ndarray) -> np.ndarray:
+    """Our continuous coordinates put pixel centres at +0.5, OpenCV's at integers."""
+    shift_in = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.5], [0.0, 0.0, 1.0]])
+    return (np.vstack([matrix, [0.0, 0.0, 1.0]]) @ shift_in)[:2] - np.array([[0, 0, 0.5]] * 2)
+
+
+def _coverage(polygon: np.ndarray, origin: tuple[int, int], size: tuple[int, int]) -> np.ndarray:
+    """Anti-aliased share of each pixel of the window at ``origin`` (x, y) of ``size`` (w, h)
+    inside ``polygon`` (P, 2) frame coordinates; float32 (h, w) in [0, 1]."""
+    canvas = np.zeros((size[1], size[0]), np.uint8)
+    local = (polygon - np.asarray(origin) - 0.5) * (1 << _SUBPIXEL_BITS)
+    cv2.fillPoly(canvas, [np.round(local).astype(np.int32)], 255, cv2.LINE_AA, _SUBPIXEL_BITS)
+    return canvas.astype(np.float32) / 255.0
+
+
+@dataclass(frozen=True)
+class _Sprite:
+    """A textured shape and its trajectory: per-frame centre (N, 2), scale (N,), angle (N,) deg.
+
+    At scale 1 the shape's bounding box, before rotation, is ``size`` (w, h) pixels.
+    """
+
+    texture: np.ndarray
+    outline: np.ndarray
+    size: tuple[float, float]
+    centers: np.ndarray
+    scales: np.ndarray
+    angles: np.ndarray
+
+    @cached_property
+    def polygons(self) -> np.ndarray:
+        """The outline in frame coordinates in every frame (N, P, 2)."""
+        angle = np.radians(self.angles)[:, None]
+        half = 0.5 * np.asarray(self.size) * self.scales[:, None]  # (N, 2)
+        local = self.outline[None] * half[:, None, :]  # (N, P, 2)
+        x = local[..., 0] * np.cos(angle) - local[..., 1] * np.sin(angle)
+        y = local[..., 0] * np.sin(angle) + local[..., 1] * np.cos(angle)
+        return np.stack([x, y], axis=-1) + self.centers[:, None, :]
+
+    def polygon(self, index: int) -> np.ndarray:
+        """The outline in frame coordinates in frame ``index`` (P, 2)."""
+        return self.polygons[index]
+
+    def matrix(self, index: int) -> np.ndarray:
+        """Affine (2, 3) from continuous texture coordinates to frame coordinates."""
+        angle = math.radians(self.angles[index])
+        tex_h, tex_w = self.texture.shape[:2]
+        scale = np.array([self.size[0] / tex_w, self.size[1] / tex_h]) * self.scales[index]
+        rotation = np.array(
+            [[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]]
+        )
+        linear = rotation * scale  # rotation @ diag(scale)
+        offset = self.centers[index] - linear @ np.array([tex_w / 2.0, tex_h / 2.0])
+        return np.concatenate([linear, offset[:, None]], axis=1)
+
+    def window(self, index: int, frame_size: tuple[int, int]) -> tuple[int, int, int, int] | None:
+        """Integer pixel window (x0, y0, x1, y1) of the frame that the sprite touches, or None."""
+        polygon = self.polygon(index)
+        height, width = frame_size
+        x0, y0 = np.floor(polygon.min(axis=0)).astype(int) - 1
+        x1, y1 = np.ceil(polygon.max(axis=0)).astype(int) + 1
+        x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, width), min(y1, height)
+        return (int(x0), int(y0), int(x1), int(y1)) if x1 > x0 and y1 > y0 else None
+
+    def draw(self, canvas: np.ndarray, index: int) -> None:
+        """Alpha-composite the sprite onto ``canvas`` (H, W, 3) float32, in place."""
+        window = self.window(index, canvas.shape[:2])
+        if window is None:
+            return
+        x0, y0, x1, y1 = window
+        to_window = self.matrix(index) - np.array([[0, 0, x0], [0, 0, y0]])
+        patch = cv2.warpAffine(
+            self.texture,
+            _to_opencv(to_window),
+            (x1 - x0, y1 - y0),
+            flags=cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_REPLICATE,
+        ).astype(np.float32)
+        alpha = _coverage(self.polygon(index), (x0, y0), (x1 - x0, y1 - y0))[..., None]
+        region = canvas[y0:y1, x0:x1]
+        region += alpha * (patch - region)
+
+
+# ------------------------------------------------------------------------------------ sequences
+class SyntheticSequence:
+    """One generated sequence; see the module docstring.
+
+    Args:
+        name: the sequence name.
+        config: generation parameters.
+        seed: anything :func:`numpy.random.default_rng` accepts (e.g. ``(seed, index)``).
+        textures: where textures come from (default :func:`procedural_texture`).
+    """
+
+    dataset = "synthetic"
+
+    def __init__(
+        self,
+        name: str,
+        config: SyntheticConfig = SyntheticConfig(),
+        seed: int | Sequence[int] = 0,
+        textures: TextureSource = procedural_texture,
+    ):
+        self.name = name
+        self.config = config
+        rng = np.random.default_rng(seed)
+        height, width = config.frame_size
+        short = min(height, width)
+        n = config.num_frames
+
+        self.target = self._make_target(rng, textures)
+        self.distractors = [
+            self._make_distractor(rng, self.target)
+            for _ in range(
+                int(rng.integers(config.num_distractors[0], config.num_distractors[1] + 1))
+            )
+        ]
+        self.occluders = [
+            self._make_occluder(rng, textures)
+            for _ in range(int(rng.integers(config.num_occluders[0], config.num_occluders[1] + 1)))
+        ]
+        margin = max(1, math.ceil(0.1 * short))
+        self._background = textures(rng, height + 2 * margin, width + 2 * margin)
+        self._camera = np.rint(
+            _random_walk(
+                rng, n, np.full(2, margin), np.zeros(2), np.full(2, 2 * margin), config.camera_speed
+            )
+        ).astype(int)
+
+        polygons = self.target.polygons
+        inside = np.all((polygons >= 0) & (polygons <= [width, height]), axis=(1, 2))
+        # The box of the part inside the frame (the target's centre never leaves the frame).
+        seen = [
+            p if whole else _clip_polygon(p, width, height) for p, whole in zip(polygons, inside)
+        ]
+        corners = np.array(
+            [[p.min(axis=0), p.max(axis=0)] if len(p) else np.full((2, 2), np.nan) for p in seen]
+        )  # (N, 2, 2)
+        self.ground_truth = np.concatenate([corners[:, 0], corners[:, 1] - corners[:, 0]], axis=1)
+        self.visible_fraction = np.array(
+            [self._visible_fraction(i, polygons[i], seen[i]) for i in range(n)]
+        )
+        self.visible = (self.visible_fraction >= config.min_visible_fraction) & np.isfinite(
+            self.ground_truth[:, 0]
+        )
+
+    # -- building -----------------------------------------------------------------------------
+    def _trajectory(
+        self, rng: np.random.Generator, size: np.ndarray, rotation_rate: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        cfg = self.config
+        height, width = cfg.frame_size
+        frame = np.array([width, height], dtype=np.float64)
+        low, high = 0.1 * frame, 0.9 * frame
+        centers = _random_walk(
+            rng, cfg.num_frames, rng.uniform(low, high), low, high, cfg.speed * min(frame)
+        )
+        # Scale wanders within [1/2, 2] of the start and keeps the shape within the frame.
+        largest = math.log(0.8 * min(frame) / max(size))
+        log_range = np.array([-math.log(2.0)]), np.array([min(math.log(2.0), largest)])
+        log_scale = _random_walk(rng, cfg.num_frames, np.zeros(1), *log_range, cfg.scale_rate)[:, 0]
+        spin = rng.uniform(-rotation_rate, rotation_rate)
+        angles = rng.uniform(-20, 20) + spin * np.arange(cfg.num_frames)
+        return centers, np.exp(log_scale), angles
+
+    def _make_target(self, rng: np.random.Generator, textures: TextureSource) -> _Sprite:
+        cfg = self.config
+        side = rng.uniform(*cfg.target_scale) * min(cfg.frame_size)
+        aspect = math.exp(rng.uniform(-1, 1) * math.log(cfg.max_aspect_ratio))
+        size = np.array([side * math.sqrt(aspect), side / math.sqrt(aspect)])
+        centers, scales, angles = self._trajectory(rng, size, cfg.rotation_rate)
+        # Enough texture resolution for the largest scale, so sprites are never blurred up.
+        tex_w, tex_h = np.maximum(np.ceil(size * scales.max()), 4).astype(int)
+        return _Sprite(
+            textures(rng, int(tex_h), int(tex_w)),
+            _unit_outline(rng),
+            tuple(size),
+            centers,
+            scales,
+            angles,
+        )
+
+    def _make_distractor(self, rng: np.random.Generator, target: _Sprite) -> _Sprite:
+        """A look-alike: the target's texture, recoloured, on another shape and path."""
+        size = np.asarray(target.size) * rng.uniform(0.7, 1.3, size=2)
+        centers, scales, angles = self._trajectory(rng, size, self.config.rotation_rate)
+        tint = rng.uniform(0.8, 1.2, size=3)
+        texture = np.clip(target.texture.astype(np.float32) * tint, 0, 255).astype(np.uint8)
+        return _Sprite(texture, _unit_outline(rng), tuple(size), centers, scales, angles)
+
+    def _make_occluder(self, rng: np.random.Generator, textures: TextureSource) -> _Sprite:
+        """An object crossing the frame in a straight line, meeting the target at a random time."""
+        cfg = self.config
+        n = cfg.num_frames
+        size = np.asarray(self.target.size) * rng.uniform(0.5, 1.2, size=2)
+        meet = int(rng.integers(n))
+        target_size = np.asarray(self.target.size) * self.target.scales[meet]
+        meeting_point = self.target.centers[meet] + rng.uniform(-0.5, 0.5, size=2) * target_size
+        heading = rng.uniform(0, 2 * math.pi)
+        speed = rng.uniform(1.0, 2.0) * max(cfg.speed, 1e-3) * min(cfg.frame_size)
+        velocity = speed * np.array([math.cos(heading), math.sin(heading)])
+        centers = meeting_point + velocity * (np.arange(n) - meet)[:, None]
+        tex_w, tex_h = np.maximum(np.ceil(size), 4).astype(int)
+        return _Sprite(
+            textures(rng, int(tex_h), int(tex_w)),
+            _unit_outline(rng),
+            tuple(size),
+            centers,
+            np.ones(n),
+            np.full(n, rng.uniform(0, 180)),
+        )
+
+    def _visible_fraction(self, index: int, polygon: np.ndarray, in_frame: np.ndarray) -> float:
+        """Share of the target's area inside the frame and not under an occluder."""
+        area = _polygon_area(polygon)
+        window = self.target.window(index, self.config.frame_size)
+        if window is None or area <= 0 or len(in_frame) == 0:
+            return 0.0
+        x0, y0, x1, y1 = window
+        occluding = [o.polygon(index) for o in self.occluders]
+        occluding = [
+            p
+            for p in occluding
+            if p[:, 0].max() > x0
+            and p[:, 0].min() < x1
+            and p[:, 1].max() > y0
+            and p[:, 1].min() < y1
+        ]
+        if not occluding:  # exact, no rasterisation needed
+            return min(_polygon_area(in_frame) / area, 1.0)
+        size = (x1 - x0, y1 - y0)
+        seen = _coverage(polygon, (x0, y0), size)
+        for occluder in occluding:
+            seen *= 1.0 - _coverage(occluder, (x0, y0), size)
+        return min(float(seen.sum()) / area, 1.0)
+
+    # -- the sequence interface ---------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.config.num_frames
+
+    def background(self, index: int) -> np.ndarray:
+        """Frame ``index`` without any object, uint8 (H, W, 3)."""
+        height, width = self.config.frame_size
+        x, y = self._camera[index]
+        return self._background[y : y + height, x : x + width].copy()
+
+    def frame(self, index: int, keep_gray: bool = False) -> np.ndarray:
+        """Render frame ``index`` as uint8 RGB (H, W, 3). ``keep_gray`` has no effect (frames are
+        in colour); it is accepted for the interface of real sequences."""
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"frame index {index} out of range for {len(self)} frames")
+        index %= len(self)
+        canvas = self.background(index).astype(np.float32)
+        for sprite in (*self.distractors, self.target, *self.occluders):
+            sprite.draw(canvas, index)
+        return np.clip(np.rint(canvas), 0, 255).astype(np.uint8)
+
+    @property
+    def init_box(self) -> np.ndarray:
+        """The first frame's box (4,)."""
+        return self.ground_truth[0].copy()
+
+    def annotated(self) -> np.ndarray:
+        """(N,) bool: frames whose target is visible (every box is known)."""
+        return self.visible.copy()
+
+
+class SyntheticSequences:
+    """A data set of ``num_sequences`` generated sequences, built on access.
+
+    Sequence ``i`` depends only on ``(seed, i)``, the config and the texture source.
+    """
+
+    def __init__(
+        self,
+        num_sequences: int = 1000,
+        config: SyntheticConfig = SyntheticConfig(),
+        seed: int = 0,
+        textures: TextureSource = procedural_texture,
+    ):
+        if num_sequences < 1:
+            raise ValueError(f"num_sequences must be >= 1, got {num_sequences}")
+        self.num_sequences = int(num_sequences)
+        self.config = config
+        self.seed = int(seed)
+        self.textures = textures
+
+    def __len__(self) -> int:
+        return self.num_sequences
+
+    def __getitem__(self, index: int) -> SyntheticSequence:
+        if not 0 <= index < self.num_sequences:
+            raise IndexError(f"sequence index {index} out of range for {self.num_sequences}")
+        return SyntheticSequence(
+            f"synthetic-{self.seed}-{index:06d}",
+            self.config,
+            (self.seed, int(index)),
+            self.textures,
+        )

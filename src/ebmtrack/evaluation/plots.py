@@ -1,0 +1,74 @@
+"""Success and precision plots in the style of the OTB / ATOM papers, as PNG files.
+
+Figures are built with ``matplotlib.figure.Figure`` (no pyplot), so no global backend is touched.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ebmtrack.evaluation import metrics as M
+
+_STYLES = ("-", "--", "-.", ":")
+
+
+def _plot(
+    curves: dict[str, np.ndarray],
+    thresholds: np.ndarray,
+    scores: dict[str, float],
+    path: Path,
+    xlabel: str,
+    title: str,
+) -> Path:
+    fig = Figure(figsize=(5.5, 4.0), dpi=110)
+    ax = fig.subplots()
+    for i, name in enumerate(sorted(curves, key=lambda n: -scores[n])):
+        ax.plot(
+            thresholds,
+            curves[name],
+            _STYLES[(i // 10) % len(_STYLES)],
+            linewidth=1.6,
+            label=f"{name} [{100 * scores[name]:.1f}]",
+        )
+    ax.set(xlabel=xlabel, ylabel="fraction of frames", title=title)
+    ax.set_xlim(thresholds[0], thresholds[-1])
+    ax.set_ylim(0, 1)
+    ax.grid(True, alpha=0.4)
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, bbox_inches="tight")
+    return path
+
+
+def plot_success(curves: dict[str, np.ndarray], path: str | Path, title: str = "") -> Path:
+    """Success plot: fraction of frames with IoU > threshold; the legend gives each AUC in %."""
+    scores = {n: M.area_under_curve(c) for n, c in curves.items()}
+    return _plot(
+        curves,
+        M.SUCCESS_THRESHOLDS,
+        scores,
+        Path(path),
+        "overlap threshold",
+        f"Success plot {title}".strip(),
+    )
+
+
+def plot_precision(curves: dict[str, np.ndarray], path: str | Path, title: str = "") -> Path:
+    """Precision plot: fraction of frames with centre error <= threshold (px); the legend gives
+    the precision at 20 px in %."""
+    scores = {
+        n: M.curve_at(c, M.PRECISION_THRESHOLDS, M.PRECISION_AT_PX) for n, c in curves.items()
+    }
+    return _plot(
+        curves,
+        M.PRECISION_THRESHOLDS,
+        scores,
+        Path(path),
+        "location error threshold (px)",
+        f"Precision plot {title}".strip(),
+    )

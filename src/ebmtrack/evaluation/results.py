@@ -1,0 +1,72 @@
+"""Result files in pytracking's layout, written atomically.
+
+``OUT/results/TRACKER/default_RRR/SEQ.txt`` holds one ``x y w h`` line per frame (tab separated,
+floats, row 1 = the init box) and ``SEQ_time.txt`` the seconds each frame took (init included,
+image reading excluded). RRR is the 0-based run index. The box file is written last, so its
+presence means the sequence is complete.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ebmtrack.data.datasets import read_boxes
+
+PARAMETER_NAME = "default"
+
+
+def run_dir(out_dir: str | Path, tracker: str, run: int) -> Path:
+    """Folder of the result files of ``tracker``'s run ``run`` (0-based)."""
+    return Path(out_dir) / "results" / tracker / f"{PARAMETER_NAME}_{run:03d}"
+
+
+def result_paths(out_dir: str | Path, tracker: str, run: int, sequence: str) -> tuple[Path, Path]:
+    """(boxes file, times file) of one tracker, run and sequence."""
+    folder = run_dir(out_dir, tracker, run)
+    return folder / f"{sequence}.txt", folder / f"{sequence}_time.txt"
+
+
+def _write_atomic(path: Path, array: np.ndarray, fmt: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            np.savetxt(handle, array, fmt=fmt, delimiter="\t")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_result(out_dir: str | Path, tracker: str, run: int, sequence: str, boxes, times) -> Path:
+    """Write boxes (N, 4) and per-frame times (N,) atomically; returns the boxes file."""
+    boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+    times = np.asarray(times, dtype=np.float64).reshape(-1)
+    if len(times) != len(boxes):
+        raise ValueError(f"{len(boxes)} boxes but {len(times)} times")
+    box_path, time_path = result_paths(out_dir, tracker, run, sequence)
+    _write_atomic(time_path, times, "%.6f")
+    _write_atomic(box_path, boxes, "%.4f")
+    return box_path
+
+
+def has_result(out_dir: str | Path, tracker: str, run: int, sequence: str) -> bool:
+    """Whether the sequence was completed in an earlier (possibly interrupted) evaluation."""
+    return result_paths(out_dir, tracker, run, sequence)[0].is_file()
+
+
+def read_result(
+    out_dir: str | Path, tracker: str, run: int, sequence: str
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Boxes (N, 4) and times (N,) or None when there is no times file.
+
+    Accepts tab, comma or space separators (pytracking and got10k files alike).
+    """
+    box_path, time_path = result_paths(out_dir, tracker, run, sequence)
+    boxes = read_boxes(box_path)
+    times = np.loadtxt(time_path, ndmin=1) if time_path.is_file() else None
+    return boxes, times

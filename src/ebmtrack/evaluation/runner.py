@@ -1,0 +1,291 @@
+"""Run trackers over sequences (one-pass evaluation), in worker processes, resumably.
+
+Each (tracker, run, sequence) is one job. A finished job leaves its result files (see
+:mod:`ebmtrack.evaluation.results`), so a second call skips it. A job that raises is logged to
+``OUT/errors.log`` and as a one-line warning; a job that kills its worker process (some OpenCV
+trackers segfault) is logged the same way and the worker is replaced. Other jobs go on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing as mp
+import os
+import queue
+import random
+import signal
+import sys
+import time
+import traceback
+import zlib
+from collections import deque
+from collections.abc import Sequence as Seq
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import cv2
+import numpy as np
+from tqdm import tqdm
+
+from ebmtrack.data.datasets import Sequence
+from ebmtrack.evaluation.results import has_result, write_result
+from ebmtrack.tracking.base import Tracker, validate_box
+from ebmtrack.tracking.registry import TrackerFactory
+
+LOG = logging.getLogger("ebmtrack.evaluation")
+
+
+@dataclass(frozen=True)
+class TrackerSpec:
+    """A tracker to evaluate: the name its results are filed under, its factory and options.
+
+    The factory must be picklable (see :mod:`ebmtrack.tracking.registry`).
+    """
+
+    name: str
+    factory: TrackerFactory
+    options: dict = field(default_factory=dict)
+
+    def create(self) -> Tracker:
+        return self.factory(**self.options)
+
+
+@dataclass(frozen=True)
+class Job:
+    tracker: TrackerSpec
+    run: int
+    sequence: Sequence
+
+    @property
+    def label(self) -> str:
+        return f"{self.tracker.name} run {self.run} {self.sequence.name}"
+
+
+@dataclass
+class RunSummary:
+    """What :func:`run_evaluation` did: job labels done now, skipped (done before), failed."""
+
+    done: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def track_sequence(tracker: Tracker, sequence: Sequence) -> tuple[np.ndarray, np.ndarray]:
+    """One-pass evaluation: initialise on frame 1's ground truth, then track every frame.
+
+    Returns boxes (N, 4), row 0 = the init box, and per-frame seconds (N,) of ``initialize`` /
+    ``track`` alone (image reading excluded).
+    """
+    first = sequence.frame(0)
+    init_box = validate_box(sequence.init_box, first.shape, f"{sequence.name} init box")
+    boxes = np.empty((len(sequence), 4))
+    times = np.empty(len(sequence))
+    start = time.perf_counter()
+    tracker.initialize(first, init_box)
+    times[0] = time.perf_counter() - start
+    boxes[0] = init_box
+    for index in range(1, len(sequence)):
+        frame = sequence.frame(index)
+        start = time.perf_counter()
+        result = tracker.track(frame)
+        times[index] = time.perf_counter() - start
+        boxes[index] = np.asarray(result.box, dtype=np.float64).reshape(4)
+    return boxes, times
+
+
+def job_seed(run: int, sequence: str) -> int:
+    """The seed of one run on one sequence: the same whichever worker runs it, new per run."""
+    return zlib.crc32(f"{run}/{sequence}".encode()) & 0x7FFFFFFF  # cv2 takes a C int
+
+
+def _seed_generators(seed: int) -> None:
+    # Trackers may draw from any of these global generators; seeding them per job makes a run
+    # independent of which jobs the worker ran before (OpenCV's MIL/TLD/Boosting use internal
+    # generators that cv2.setRNGSeed does not reach: they stay order-dependent).
+    random.seed(seed)
+    np.random.seed(seed)  # noqa: NPY002  (the legacy global generator, as trackers use it)
+    cv2.setRNGSeed(seed)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(seed)
+
+
+def run_job(job: Job, out_dir: Path) -> None:
+    """Track one sequence, with the generators seeded by :func:`job_seed`, and write its results."""
+    tracker = job.tracker.create()
+    _seed_generators(job_seed(job.run, job.sequence.name))
+    boxes, times = track_sequence(tracker, job.sequence)
+    write_result(out_dir, job.tracker.name, job.run, job.sequence.name, boxes, times)
+
+
+def thread_budget(workers: int) -> int:
+    """Threads per worker so that the workers together use the CPU cores we may run on."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) // max(1, workers))
+
+
+def _limit_threads(threads: int) -> None:
+    # The variables reach libraries imported later (torch reads OMP_NUM_THREADS when imported);
+    # torch already imported is set directly.
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    cv2.setNumThreads(threads)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+
+
+def _worker_main(tasks, results, out_dir: Path, threads: int) -> None:
+    while (job := tasks.get()) is not None:
+        try:
+            _limit_threads(threads)
+            run_job(job, out_dir)
+            results.put((job.label, None))
+        except Exception:
+            results.put((job.label, traceback.format_exc()))
+
+
+class _Worker:
+    """A worker process with its own task queue, so we know which job it holds when it dies."""
+
+    def __init__(self, ctx, results, out_dir: Path, threads: int) -> None:
+        self.tasks = ctx.Queue()
+        self.process = ctx.Process(
+            target=_worker_main, args=(self.tasks, results, out_dir, threads), daemon=True
+        )
+        self.process.start()
+        self.job: Job | None = None
+
+    def give(self, job: Job) -> None:
+        self.job = job
+        self.tasks.put(job)
+
+    def stop(self) -> None:
+        if self.process.is_alive():
+            self.tasks.put(None)
+            self.process.join(timeout=5)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join()
+
+
+def _log_failure(out_dir: Path, label: str, details: str) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    with open(out_dir / "errors.log", "a") as log:
+        log.write(f"[{stamp}] {label}\n{details.rstrip()}\n\n")
+    last_line = details.strip().splitlines()[-1] if details.strip() else "failed"
+    LOG.warning("%s failed: %s (see %s)", label, last_line, out_dir / "errors.log")
+
+
+def _check_same_options(out_dir: Path, spec: TrackerSpec) -> None:
+    """Record the tracker's options beside its results; refuse to mix results of other options."""
+    path = out_dir / "results" / spec.name / "options.json"
+    options = {k: str(v) for k, v in sorted(spec.options.items())}
+    if path.is_file():
+        before = json.loads(path.read_text())
+        if before != options:
+            raise ValueError(
+                f"{out_dir} holds {spec.name} results made with options {before}, not "
+                f"{options}; use another output folder"
+            )
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(options, indent=1) + "\n")
+
+
+def run_evaluation(
+    trackers: Seq[TrackerSpec],
+    sequences: Seq[Sequence],
+    out_dir: str | Path,
+    runs: int = 1,
+    workers: int = 1,
+    progress: bool = True,
+) -> RunSummary:
+    """Run every tracker ``runs`` times on every sequence; skip what ``out_dir`` already has.
+
+    Args:
+        workers: number of worker processes, each using cores // workers threads. 0 runs the
+            jobs in this process (no protection against crashing trackers).
+        progress: show a tqdm bar over (tracker, run, sequence).
+    """
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    if workers < 0:
+        raise ValueError(f"workers must be >= 0, got {workers}")
+    out_dir = Path(out_dir)
+    for spec in trackers:
+        _check_same_options(out_dir, spec)
+    summary = RunSummary()
+    pending: deque[Job] = deque()
+    for spec in trackers:
+        for run in range(runs):
+            for sequence in sequences:
+                job = Job(spec, run, sequence)
+                if has_result(out_dir, spec.name, run, sequence.name):
+                    summary.skipped.append(job.label)
+                else:
+                    pending.append(job)
+    total = len(pending) + len(summary.skipped)
+    with tqdm(total=total, initial=len(summary.skipped), disable=not progress, unit="seq") as bar:
+
+        def finish(label: str, error: str | None) -> None:
+            if error is None:
+                summary.done.append(label)
+            else:
+                summary.failed.append(label)
+                _log_failure(out_dir, label, error)
+            bar.set_postfix_str(label, refresh=False)
+            bar.update()
+
+        if workers == 0:
+            for job in pending:
+                try:
+                    run_job(job, out_dir)
+                    finish(job.label, None)
+                except Exception:
+                    finish(job.label, traceback.format_exc())
+        else:
+            _run_in_workers(pending, out_dir, workers, finish)
+    return summary
+
+
+def _death_note(exit_code: int | None) -> str:
+    if exit_code is not None and exit_code < 0:
+        try:
+            return f"worker process died from signal {signal.Signals(-exit_code).name}"
+        except ValueError:
+            pass
+    return f"worker process died (exit code {exit_code})"
+
+
+def _run_in_workers(pending: deque[Job], out_dir: Path, workers: int, finish) -> None:
+    ctx = mp.get_context("spawn")  # fork is unsafe with threaded libraries (torch, OpenMP)
+    results = ctx.Queue()
+    threads = thread_budget(workers)
+    pool = [_Worker(ctx, results, out_dir, threads) for _ in range(min(workers, len(pending)))]
+    busy = 0
+    try:
+        while pending or busy:
+            for worker in pool:
+                if worker.job is None and pending:
+                    worker.give(pending.popleft())
+                    busy += 1
+            try:
+                label, error = results.get(timeout=0.5)
+            except queue.Empty:
+                for i, worker in enumerate(pool):
+                    if worker.job is not None and not worker.process.is_alive():
+                        finish(worker.job.label, _death_note(worker.process.exitcode))
+                        busy -= 1
+                        pool[i] = _Worker(ctx, results, out_dir, threads)
+                continue
+            for worker in pool:
+                if worker.job is not None and worker.job.label == label:
+                    worker.job = None
+                    break
+            busy -= 1
+            finish(label, error)
+    finally:
+        for worker in pool:
+            worker.stop()

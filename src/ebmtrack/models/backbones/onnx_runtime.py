@@ -1,0 +1,148 @@
+"""Run a frozen backbone with ONNX Runtime.
+
+On small CPUs ORT runs the depthwise-convolution networks (MobileNetV2, EfficientNet-Lite) several
+times faster than eager PyTorch (see docs/backbones.md). The model is exported once per input size
+(H, W), with a dynamic batch dimension, and cached on disk under a name that contains a hash of the
+weights, so a changed backbone never reuses a stale file.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import os
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ebmtrack.models.backbones.base import Backbone
+
+DEFAULT_CACHE_DIR = Path("~/.cache/ebmtrack/onnx")
+OPSET = 17
+
+
+def state_dict_sha256(module: nn.Module) -> str:
+    """Hex sha256 of a module's state dict (names, dtypes, shapes and values)."""
+    digest = hashlib.sha256()
+    for key, value in module.state_dict().items():
+        tensor = value.detach().cpu().contiguous()
+        digest.update(f"{key}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+        digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+class _LayerSelector(nn.Module):
+    """Wraps a backbone so that ``forward(images)`` returns a tuple of the chosen layers."""
+
+    def __init__(self, backbone: Backbone, layers: tuple[str, ...]) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.layers = layers
+
+    def forward(self, images: Tensor) -> tuple[Tensor, ...]:
+        out = self.backbone(images, self.layers)
+        return tuple(out[layer] for layer in self.layers)
+
+
+class OnnxBackbone:
+    """Same contract as :meth:`Backbone.forward`, run by ONNX Runtime on the CPU.
+
+    Args:
+        backbone: the (frozen) backbone to export; it is copied, so later changes to it are not
+            seen.
+        layers: the layers to return (default ``backbone.default_layers``); fixed at export.
+        cache_dir: where exported files are kept (default ``~/.cache/ebmtrack/onnx``).
+        num_threads: ORT intra-op threads (default ``torch.get_num_threads()``).
+
+    Calling it with ``images`` (B, 3, H, W), RGB in [0, 255], as a float numpy array or a torch
+    tensor, returns ``{layer: features}`` of the same kind (torch tensors on the CPU).
+    """
+
+    def __init__(
+        self,
+        backbone: Backbone,
+        layers: Iterable[str] | None = None,
+        cache_dir: str | Path | None = None,
+        num_threads: int | None = None,
+    ) -> None:
+        try:
+            import onnxruntime
+        except ImportError as err:
+            raise ImportError(
+                "OnnxBackbone needs onnxruntime and onnx: pip install 'ebmtrack[onnx]'"
+            ) from err
+        self._ort = onnxruntime
+        self.name = backbone.name
+        self.layers = backbone.check_layers(layers)
+        self.feature_info = {layer: backbone.feature_info[layer] for layer in self.layers}
+        self.cache_dir = Path(cache_dir if cache_dir is not None else DEFAULT_CACHE_DIR)
+        self.cache_dir = self.cache_dir.expanduser()
+        self.num_threads = num_threads or torch.get_num_threads()
+        # A private copy: files exported later (new sizes) must hold the hashed weights.
+        snapshot = copy.deepcopy(backbone).requires_grad_(False)
+        self._export_module = _LayerSelector(snapshot, self.layers)
+        self.weights_key = state_dict_sha256(snapshot)[:16]
+        self._sessions: dict[tuple[int, int], object] = {}
+
+    def model_path(self, height: int, width: int) -> Path:
+        """The cached ONNX file for inputs of size ``height`` x ``width``."""
+        layers = "+".join(self.layers).replace(".", "_")
+        return self.cache_dir / f"{self.name}-{self.weights_key}-{layers}-{height}x{width}.onnx"
+
+    def _export(self, path: Path, height: int, width: int) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        buffer = io.BytesIO()
+        example = torch.zeros(1, 3, height, width)
+        with warnings.catch_warnings(), torch.no_grad():
+            # The TorchScript exporter is deprecated in favour of the dynamo one, which needs
+            # onnxscript; it still exports these plain CNNs exactly.
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                self._export_module,
+                (example,),
+                buffer,
+                dynamo=False,
+                input_names=["images"],
+                output_names=list(self.layers),
+                dynamic_axes={name: {0: "batch"} for name in ("images", *self.layers)},
+                opset_version=OPSET,
+            )
+        # Write under a temporary name, then rename: concurrent processes never read half a file.
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(buffer.getvalue())
+        os.replace(tmp, path)
+
+    def session(self, height: int, width: int):
+        """The ORT session for ``height`` x ``width`` inputs, exported on first use."""
+        key = (height, width)
+        if key not in self._sessions:
+            path = self.model_path(height, width)
+            if not path.is_file():
+                self._export(path, height, width)
+            options = self._ort.SessionOptions()
+            options.intra_op_num_threads = self.num_threads
+            options.inter_op_num_threads = 1
+            options.graph_optimization_level = self._ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            self._sessions[key] = self._ort.InferenceSession(
+                str(path), options, providers=["CPUExecutionProvider"]
+            )
+        return self._sessions[key]
+
+    def __call__(self, images: np.ndarray | Tensor) -> dict[str, np.ndarray | Tensor]:
+        as_torch = isinstance(images, Tensor)
+        array = images.detach().cpu().numpy() if as_torch else np.asarray(images)
+        if array.ndim != 4 or array.shape[1] != 3 or not np.issubdtype(array.dtype, np.floating):
+            raise ValueError(
+                f"images must be a float array (B, 3, H, W) with RGB values in [0, 255], "
+                f"got dtype {array.dtype} and shape {array.shape}"
+            )
+        array = np.ascontiguousarray(array, dtype=np.float32)
+        outputs = self.session(*array.shape[2:]).run(None, {"images": array})
+        if as_torch:
+            outputs = [torch.from_numpy(out) for out in outputs]
+        return dict(zip(self.layers, outputs))

@@ -1,0 +1,128 @@
+"""Box estimation by IoU maximisation (paper 3.3 "Target estimation").
+
+Starting from the classifier's position and the previous size, a few jittered boxes climb the
+predicted IoU by gradient ascent; the best three are averaged. Boxes are (x, y, w, h) in crop
+pixels throughout. One difference from the reference: a step that lowers a box's predicted IoU is
+rejected (the box keeps its previous value and halves its step), so refinement never makes a box
+worse by the network's own measure; the reference takes fixed steps and ranks the boxes by the
+IoU predicted before the last one (docs/atom.md).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from ebmtrack.models.iou_net import AtomIoUNet
+
+__all__ = ["ascend_iou", "feature_window", "jitter_proposals", "select_box"]
+
+
+def jitter_proposals(
+    box: Tensor,
+    num_random: int,
+    center_jitter: float,
+    size_jitter: float,
+    generator: torch.Generator,
+) -> Tensor:
+    """``box`` (4,) followed by ``num_random`` boxes with uniform noise -> (1 + num_random, 4).
+
+    The centre moves by U(-1/2, 1/2) * ``center_jitter`` * sqrt(w h) and w, h change by
+    U(-1/2, 1/2) * ``size_jitter`` * sqrt(w h) (additive), with w, h kept >= min(w, h) / 3.
+    """
+    scale = math.sqrt(float(box[2] * box[3]))
+    noise = torch.rand(num_random, 4, generator=generator, dtype=box.dtype) - 0.5
+    noise = noise.to(box.device) * scale
+    center = box[:2] + box[2:] / 2 + noise[:, :2] * center_jitter
+    size = (box[2:] + noise[:, 2:] * size_jitter).clamp(min=float(box[2:].min()) / 3.0)
+    jittered = torch.cat([center - size / 2, size], dim=1)
+    return torch.cat([box[None], jittered], dim=0)
+
+
+def feature_window(
+    boxes: Tensor, margin: float, stride: int, map_size: tuple[int, int], border_cells: int = 2
+) -> tuple[int, int, int, int]:
+    """The window (row0, row1, col0, col1) of a stride-``stride`` map that covers ``boxes``.
+
+    ``boxes`` (N, 4) xywh crop px, each side grown by ``margin`` px (room for the boxes to move).
+    Bilinear pooling over [a, b] (in cells) reads cells floor(a) .. ceil(b); two 3x3 layers with
+    zero padding make the outer 2 cells of a window differ from the whole map's, hence
+    ``border_cells`` = 2 more on each side for the test branch's outputs to be exact there.
+    """
+    x0 = float((boxes[:, 0]).min()) - margin
+    y0 = float((boxes[:, 1]).min()) - margin
+    x1 = float((boxes[:, 0] + boxes[:, 2]).max()) + margin
+    y1 = float((boxes[:, 1] + boxes[:, 3]).max()) + margin
+    height, width = map_size
+    row0 = min(max(math.floor(y0 / stride) - border_cells, 0), height - 1)
+    col0 = min(max(math.floor(x0 / stride) - border_cells, 0), width - 1)
+    row1 = max(min(math.ceil(y1 / stride) + border_cells + 1, height), row0 + 1)
+    col1 = max(min(math.ceil(x1 / stride) + border_cells + 1, width), col0 + 1)
+    return row0, row1, col0, col1
+
+
+def ascend_iou(
+    iou_net: AtomIoUNet,
+    modulation: list[Tensor],
+    test_features: list[Tensor],
+    boxes: Tensor,
+    steps: int = 5,
+    step_length: float = 1.0,
+) -> tuple[Tensor, Tensor]:
+    """Gradient ascent on the predicted IoU, all boxes at once.
+
+    Each step moves ``[x, y, w, h]`` by ``step_length * dIoU/db * [w, h, w, h]`` and keeps the move
+    only where the predicted IoU does not drop; a rejected box halves its step length.
+
+    Args:
+        iou_net: the IoU predictor (its BatchNorm layers in eval mode).
+        modulation, test_features: as for :meth:`AtomIoUNet.predict_iou`, batch 1.
+        boxes: (N, 4) xywh crop px.
+        steps: number of ascent steps.
+        step_length: initial step length.
+
+    Returns:
+        ``(boxes, ious)``: (N, 4) and (N,), detached; each IoU is >= the initial one of its box.
+    """
+
+    modulated = iou_net.modulate(modulation, test_features)
+
+    def value_and_grad(b: Tensor, need_grad: bool = True) -> tuple[Tensor, Tensor | None]:
+        if not need_grad:  # the last evaluation only decides acceptance
+            with torch.no_grad():
+                return iou_net.predict_iou_modulated(modulated, b[None])[0], None
+        b = b.detach().requires_grad_(True)
+        iou = iou_net.predict_iou_modulated(modulated, b[None])[0]
+        (grad,) = torch.autograd.grad(iou.sum(), b)
+        return iou.detach(), grad
+
+    with torch.enable_grad():
+        boxes = boxes.detach().clone()
+        ious, grad = value_and_grad(boxes, steps > 0)
+        lengths = torch.full_like(ious, step_length)
+        for step in range(steps):
+            scale = boxes[:, 2:].repeat(1, 2)
+            candidate = boxes + lengths[:, None] * grad * scale
+            candidate[:, 2:] = candidate[:, 2:].clamp(min=1.0)
+            new_ious, new_grad = value_and_grad(candidate, step < steps - 1)
+            accept = new_ious >= ious
+            boxes = torch.where(accept[:, None], candidate, boxes)
+            ious = torch.where(accept, new_ious, ious)
+            if new_grad is not None:
+                grad = torch.where(accept[:, None], new_grad, grad)
+                lengths = torch.where(accept, lengths, lengths / 2)
+    return boxes, ious
+
+
+def select_box(boxes: Tensor, ious: Tensor, top_k: int, max_aspect_ratio: float) -> Tensor | None:
+    """Mean of the ``top_k`` highest-IoU boxes among those with an aspect ratio inside
+    (1 / max, max); None if no box qualifies. ``boxes`` (N, 4), ``ious`` (N,) -> (4,)."""
+    aspect = boxes[:, 2] / boxes[:, 3]
+    keep = (aspect < max_aspect_ratio) & (aspect > 1.0 / max_aspect_ratio)
+    if not bool(keep.any()):
+        return None
+    boxes, ious = boxes[keep], ious[keep]
+    top = torch.topk(ious, min(top_k, ious.numel())).indices
+    return boxes[top].mean(dim=0)

@@ -1,0 +1,348 @@
+"""The ATOM tracker (Danelljan et al., CVPR 2019): online classifier + IoU-Net box refinement.
+
+Per frame (paper 3.3, reference B.1): one square search region of ``search_area_scale`` times the
+target's size around the previous position, resized to ``search_size``; one backbone pass whose
+features feed both heads; the classifier's peak gives the position and a status; the IoU-Net
+refines the box from there; the frame becomes a training sample; every ``train_skipping`` frames
+(and at once after a hard negative) the classifier's filter takes a few CG steps.
+
+All geometry is done in continuous pixel coordinates (:mod:`ebmtrack.tracking.base`): the state
+is the target centre and size in frame pixels; the crop's affine map converts to and from crop
+pixels, where the classifier (stride ``s``: score cell ``i`` at pixel ``s * i``) and the IoU-Net
+(boxes in crop pixels) work.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ebmtrack.models.backbones.base import Backbone
+from ebmtrack.models.classifier import (
+    AtomClassifier,
+    ClassifierConfig,
+    fit_classifier,
+    gaussian_labels,
+    update_filter,
+)
+from ebmtrack.models.iou_net import AtomIoUNet
+from ebmtrack.ops.crop import apply_matrix, crop_square
+from ebmtrack.tracking.atom.augment import augmented_crops, dropout_copies
+from ebmtrack.tracking.atom.localize import localize, upsample_scores
+from ebmtrack.tracking.atom.memory import SampleMemory
+from ebmtrack.tracking.atom.params import AtomParams
+from ebmtrack.tracking.atom.refine import ascend_iou, feature_window, jitter_proposals, select_box
+from ebmtrack.tracking.base import TrackResult, TrackStatus, validate_box
+
+__all__ = ["AtomTracker", "as_rgb", "normalize_features"]
+
+# The target centre may leave the frame by this fraction of its size (reference: inside_ratio 0.2).
+_CENTER_OUTSIDE = 0.3
+
+
+def as_rgb(frame: np.ndarray) -> np.ndarray:
+    """A uint8 (H, W, 3) view of a uint8 (H, W), (H, W, 1), (H, W, 3) or (H, W, 4) frame."""
+    if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8:
+        raise ValueError(
+            f"frame must be a uint8 numpy array, "
+            f"got {getattr(frame, 'dtype', type(frame).__name__)}"
+        )
+    if frame.ndim == 2:
+        frame = frame[:, :, None]
+    if frame.ndim != 3 or frame.shape[2] not in (1, 3, 4) or min(frame.shape[:2]) < 1:
+        raise ValueError(f"frame must have shape (H, W), (H, W, 3) or (H, W, 4), got {frame.shape}")
+    if frame.shape[2] == 1:
+        return np.repeat(frame, 3, axis=2)
+    return frame[:, :, :3]
+
+
+def normalize_features(features: Tensor) -> Tensor:
+    """Divide each sample (B, C, H, W) by its root mean square over C, H, W (reference
+    ``normalize_power=2``), so that the classifier's regularisation means the same for every
+    backbone and image."""
+    power = features.pow(2).mean(dim=(1, 2, 3), keepdim=True)
+    return features / (power + 1e-10).sqrt()
+
+
+@dataclass
+class _State:
+    center: np.ndarray  # (2,) frame px
+    size: np.ndarray  # (2,) frame px
+    min_size: np.ndarray  # (2,)
+    frame_index: int
+    classifier: AtomClassifier
+    memory: SampleMemory
+    modulation: list[Tensor] | None
+
+
+class AtomTracker:
+    """ATOM behind the :class:`~ebmtrack.tracking.base.Tracker` interface.
+
+    Args:
+        backbone: a backbone from :func:`ebmtrack.models.backbones.create_backbone`; the
+            classifier reads ``backbone.classifier_layer``, the IoU-Net ``default_layers``.
+        iou_net: the offline-trained IoU predictor for this backbone; required when
+            ``params.use_iou_net``.
+        params: :class:`AtomParams`; its ``backbone`` name is informational here.
+
+    After each :meth:`track` call, ``last_timings`` holds the seconds spent in ``crop`` (search
+    region), ``backbone``, ``classifier`` (scores and localisation), ``iou`` (box refinement)
+    and ``update`` (memory and filter training); on CUDA they include no synchronisation, so
+    they are CPU-side times.
+    """
+
+    name = "atom"
+
+    def __init__(
+        self,
+        backbone: Backbone,
+        iou_net: AtomIoUNet | None = None,
+        params: AtomParams | None = None,
+    ) -> None:
+        self.params = params = params or AtomParams()
+        self.device = torch.device(params.device)
+        self.backbone = backbone.to(self.device).eval()
+        self.classifier_layer = backbone.classifier_layer
+        info = backbone.feature_info[self.classifier_layer]
+        self.stride = info.stride
+        self.classifier_config = ClassifierConfig(
+            in_channels=info.channels,
+            projection_dim=params.projection_dim,
+            filter_size=params.filter_size,
+            pelu_alpha=params.pelu_alpha,
+            filter_reg=params.filter_reg,
+            projection_reg=params.projection_reg,
+        )
+        self.map_size = math.ceil(params.search_size / self.stride)
+        if params.use_iou_net and iou_net is None:
+            raise ValueError("use_iou_net=True needs an iou_net (or pass use_iou_net=False)")
+        self.iou_net = iou_net.to(self.device).eval() if params.use_iou_net else None
+        self.iou_layers: tuple[str, str] = tuple(backbone.default_layers)
+        if self.iou_net is not None:
+            self._check_iou_net(backbone, self.iou_net)
+        layers = (
+            (*self.iou_layers, self.classifier_layer) if self.iou_net else (self.classifier_layer,)
+        )
+        self.layers = tuple(dict.fromkeys(layers))
+        if params.backbone_runtime == "onnx":
+            self._extract = backbone.to_onnx_runtime(self.layers)
+        else:
+            self._extract = functools.partial(self.backbone, layers=self.layers)
+        self.last_timings: dict[str, float] = {}
+        self._image = torch.empty(1, 3, params.search_size, params.search_size, device=self.device)
+        self._state: _State | None = None
+
+    def _check_iou_net(self, backbone: Backbone, iou_net: AtomIoUNet) -> None:
+        config = iou_net.config
+        channels = tuple(backbone.feature_info[layer].channels for layer in self.iou_layers)
+        strides = tuple(backbone.feature_info[layer].stride for layer in self.iou_layers)
+        if config.input_channels != channels or config.strides != strides:
+            raise ValueError(
+                f"the IoU-Net expects {config.input_channels} channels at strides {config.strides}"
+                f" (built for backbone {config.backbone!r}); backbone {backbone.name!r} layers "
+                f"{list(self.iou_layers)} give {channels} at {strides}"
+            )
+        if strides[1] % strides[0]:
+            raise ValueError(f"the IoU-Net's strides {strides} must divide each other")
+
+    # ------------------------------------------------------------------ geometry helpers
+    def _side(self, size: np.ndarray) -> float:
+        return self.params.search_area_scale * math.sqrt(float(size[0] * size[1]))
+
+    def _labels(self, centers_px: np.ndarray) -> Tensor:
+        """Gaussian labels (N, H, W) for target centres (N, 2) in crop pixels."""
+        sigma = self.params.sigma_factor * self.params.search_size / self.params.search_area_scale
+        centers = torch.as_tensor(centers_px / self.stride, dtype=torch.float32, device=self.device)
+        return gaussian_labels(centers, sigma / self.stride, (self.map_size, self.map_size))
+
+    def _to_tensor(self, crops: np.ndarray) -> Tensor:
+        return torch.from_numpy(crops).to(self.device).permute(0, 3, 1, 2).float()
+
+    def _clamp_state(self, state: _State, frame_shape: tuple[int, ...]) -> None:
+        height, width = frame_shape[:2]
+        limit = np.array([width, height], dtype=np.float64)
+        state.size = np.clip(state.size, state.min_size, np.maximum(limit, state.min_size))
+        margin = _CENTER_OUTSIDE * state.size
+        state.center = np.clip(state.center, -margin, limit + margin)
+
+    def _box(self, state: _State) -> np.ndarray:
+        return np.concatenate([state.center - state.size / 2, state.size])
+
+    # ------------------------------------------------------------------ tracker interface
+    def initialize(self, frame: np.ndarray, box: np.ndarray) -> None:
+        """Learn the classifier on the augmented first frame and the IoU-Net's modulation."""
+        params = self.params
+        frame = as_rgb(frame)
+        box = validate_box(box, frame.shape, "box")
+        rng = np.random.default_rng(params.seed)
+        generator = torch.Generator().manual_seed(params.seed)
+        center = box[:2] + box[2:] / 2
+        size = box[2:].copy()
+        side = self._side(size)
+
+        crops, centers = augmented_crops(frame, tuple(center), side, params, rng)
+        with torch.no_grad():
+            feats = self._extract(self._to_tensor(crops))
+            samples = normalize_features(feats[self.classifier_layer])
+            copies, probability = params.aug_dropout
+            if copies:
+                dropped = dropout_copies(samples[:1], copies, probability, generator)
+                samples = torch.cat([samples, dropped])
+                centers = np.concatenate([centers, np.repeat(centers[:1], copies, axis=0)])
+            modulation = None
+            if self.iou_net is not None:
+                scale = params.search_size / side
+                ref_size = size * scale
+                ref_box = np.concatenate([centers[0] - ref_size / 2, ref_size])
+                ref_box = torch.as_tensor(ref_box, dtype=torch.float32, device=self.device)
+                ref_feats = [feats[layer][:1] for layer in self.iou_layers]
+                modulation = self.iou_net.modulation(ref_feats, ref_box[None])
+        labels = self._labels(centers)
+        weights = torch.full((samples.shape[0],), 1.0 / samples.shape[0], device=self.device)
+        classifier = AtomClassifier(self.classifier_config, generator=generator).to(self.device)
+        fit_classifier(
+            classifier,
+            samples,
+            labels,
+            weights,
+            gn_iters=params.init_gn_iters,
+            cg_iters=params.init_cg_iters,
+        )
+        with torch.no_grad():
+            projected = classifier.project(samples)
+        memory = SampleMemory(
+            projected, labels, params.memory_size, params.init_samples_minimum_weight
+        )
+        min_size = np.minimum(params.min_target_size, size)
+        self._state = _State(center, size, min_size, 1, classifier, memory, modulation)
+        self._clamp_state(self._state, frame.shape)
+
+    def track(self, frame: np.ndarray) -> TrackResult:
+        """Locate the target in ``frame`` (any size, RGB or grayscale)."""
+        state = self._state
+        if state is None:
+            raise ValueError("track() called before initialize(frame, box)")
+        params = self.params
+        frame = as_rgb(frame)
+        self._clamp_state(state, frame.shape)
+        state.frame_index += 1
+        timings = {}
+        tic = time.perf_counter()
+
+        side = self._side(state.size)
+        patch, matrix = crop_square(frame, tuple(state.center), side, params.search_size)
+        scale = params.search_size / side  # crop px per frame px
+        with torch.inference_mode():
+            self._image.copy_(torch.from_numpy(patch).permute(2, 0, 1))
+            toc = time.perf_counter()
+            timings["crop"], tic = toc - tic, toc
+            feats = self._extract(self._image)
+            toc = time.perf_counter()
+            timings["backbone"], tic = toc - tic, toc
+            projected = state.classifier.project(normalize_features(feats[self.classifier_layer]))
+            scores = state.classifier.score(projected)[0]
+            fine_scores = upsample_scores(scores, params.score_upsample)
+            found = localize(
+                fine_scores,
+                cell_px=self.stride / params.score_upsample,
+                crop_size=params.search_size,
+                target_size=tuple(state.size * scale),
+                not_found_threshold=params.target_not_found_threshold,
+                distractor_threshold=params.distractor_threshold,
+                hard_negative_threshold=params.hard_negative_threshold,
+                neighborhood_scale=params.target_neighborhood_scale,
+                displacement_scale=params.displacement_scale,
+            )
+        toc = time.perf_counter()
+        timings["classifier"], tic = toc - tic, toc
+
+        status = found.status
+        timings["iou"] = 0.0
+        if status != TrackStatus.NOT_FOUND:
+            center_crop = np.asarray(found.position, dtype=np.float64)
+            size_crop = state.size * scale
+            refine = status != TrackStatus.UNCERTAIN or params.update_scale_when_uncertain
+            if self.iou_net is not None and refine:
+                box_crop = self._refine_box(feats, center_crop, size_crop)
+                if box_crop is not None:
+                    center_crop = box_crop[:2] + box_crop[2:] / 2
+                    state.size = box_crop[2:] / scale
+            inverse = _invert(matrix)
+            state.center = apply_matrix(inverse, center_crop)
+            self._clamp_state(state, frame.shape)
+            toc = time.perf_counter()
+            timings["iou"], tic = toc - tic, toc
+            if status in (TrackStatus.NORMAL, TrackStatus.HARD_NEGATIVE):
+                # The sample is this crop; its label sits at the new target centre in it.
+                label = self._labels(apply_matrix(matrix, state.center)[None])[0]
+                learning_rate = (
+                    params.hard_negative_learning_rate
+                    if status == TrackStatus.HARD_NEGATIVE
+                    else params.learning_rate
+                )
+                state.memory.add(projected[0], label, learning_rate)
+        scheduled = (state.frame_index - 1) % params.train_skipping == 0
+        if status == TrackStatus.HARD_NEGATIVE or scheduled:
+            update_filter(state.classifier, *state.memory.training_set(), params.update_cg_iters)
+        timings["update"] = time.perf_counter() - tic
+        self.last_timings = timings
+        return TrackResult(self._box(state), found.score, status)
+
+    def _refine_box(
+        self, feats: dict[str, Tensor], center: np.ndarray, size: np.ndarray
+    ) -> np.ndarray | None:
+        """IoU-Net refinement of the box at ``center``, ``size`` (crop px) -> xywh crop px."""
+        params = self.params
+        box = torch.tensor([*(center - size / 2), *size], dtype=torch.float32)
+        generator = self._proposal_generator()
+        proposals = jitter_proposals(
+            box,
+            params.num_random_proposals,
+            params.proposal_center_jitter,
+            params.proposal_size_jitter,
+            generator,
+        ).to(self.device)
+        fine, coarse = (feats[layer] for layer in self.iou_layers)
+        coarse_stride, fine_stride = self.iou_net.config.strides[1], self.iou_net.config.strides[0]
+        ratio = coarse_stride // fine_stride
+        # Only the window around the proposals goes through the test branch's convolutions.
+        r0, r1, c0, c1 = feature_window(
+            proposals, 0.25 * float(size.max()), coarse_stride, tuple(coarse.shape[-2:])
+        )
+        # no_grad, not inference_mode: the outputs must be usable by the ascent's autograd.
+        with torch.no_grad():
+            test_features = self.iou_net.test_features(
+                [
+                    fine[..., r0 * ratio : r1 * ratio, c0 * ratio : c1 * ratio].contiguous(),
+                    coarse[..., r0:r1, c0:c1].contiguous(),
+                ]
+            )
+        offset = torch.tensor(
+            [c0 * coarse_stride, r0 * coarse_stride, 0.0, 0.0], device=self.device
+        )
+        boxes, ious = ascend_iou(
+            self.iou_net,
+            self._state.modulation,
+            test_features,
+            proposals - offset,
+            params.iou_steps,
+            params.iou_step_length,
+        )
+        best = select_box(boxes + offset, ious, params.iou_top_k, params.max_aspect_ratio)
+        return None if best is None else best.double().cpu().numpy()
+
+    def _proposal_generator(self) -> torch.Generator:
+        # One stream per frame, so that a sequence replays identically.
+        return torch.Generator().manual_seed(self.params.seed * 100_003 + self._state.frame_index)
+
+
+def _invert(matrix: np.ndarray) -> np.ndarray:
+    """Inverse of an affine (2, 3) map."""
+    linear_inv = np.linalg.inv(matrix[:, :2])
+    return np.concatenate([linear_inv, -(linear_inv @ matrix[:, 2])[:, None]], axis=1)

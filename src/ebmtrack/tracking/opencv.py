@@ -1,0 +1,166 @@
+"""OpenCV's single-object trackers behind ebmtrack's :class:`~ebmtrack.tracking.base.Tracker`.
+
+Peers for benchmarks: CSRT, KCF, MIL (``cv2``), MOSSE, MedianFlow, TLD, Boosting
+(``cv2.legacy``), and the DNN trackers NanoTrack and ViT, whose ONNX files are given by path or
+looked up by their usual names in ``model_dir``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from ebmtrack.tracking.base import TrackResult, TrackStatus, validate_box
+
+# kind -> (module attribute path, is legacy API)
+_FACTORIES: dict[str, tuple[str, bool]] = {
+    "csrt": ("TrackerCSRT", False),
+    "kcf": ("TrackerKCF", False),
+    "mil": ("TrackerMIL", False),
+    "mosse": ("legacy.TrackerMOSSE", True),
+    "medianflow": ("legacy.TrackerMedianFlow", True),
+    "tld": ("legacy.TrackerTLD", True),
+    "boosting": ("legacy.TrackerBoosting", True),
+    "nanotrack": ("TrackerNano", False),
+    "vit": ("TrackerVit", False),
+}
+OPENCV_TRACKERS: tuple[str, ...] = tuple(_FACTORIES)
+
+# DNN trackers: kind -> {parameter name: (default file name, sha256 of the known-good file)}.
+MODEL_FILES: dict[str, dict[str, tuple[str, str]]] = {
+    "nanotrack": {
+        "backbone": (
+            "nanotrack_backbone_sim.onnx",
+            "530bdd0cd00f19afab79a863e71ba71e3312395a5dc9151af675082bdaaa2fc4",
+        ),
+        "neckhead": (
+            "nanotrack_head_sim.onnx",
+            "0d8c0637be849f092cc7236cae02e55c8b9455ebe37ba50601d6115db4247cd9",
+        ),
+    },
+    "vit": {
+        "net": (
+            "vitTracker.onnx",
+            "ac1418b43519a5118dba03e1db181b5ca83f3a61b76582841ce8a725d8bfa249",
+        )
+    },
+}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def resolve_model_files(
+    kind: str, model_dir: str | Path | None = None, **paths: str | Path | None
+) -> dict[str, str]:
+    """Paths of the ONNX files of DNN tracker ``kind`` (nanotrack or vit).
+
+    A path given as keyword (``backbone``/``neckhead`` for nanotrack, ``net`` for vit) is used as
+    is; otherwise the file's usual name is looked up in ``model_dir`` and its sha256 checked
+    against the known file. Raises FileNotFoundError naming each missing file.
+    """
+    specs = MODEL_FILES[kind]
+    unknown = set(paths) - set(specs)
+    if unknown:
+        raise ValueError(
+            f"{kind}: unknown model file option(s) {sorted(unknown)}; valid: {sorted(specs)}"
+        )
+    resolved, missing = {}, []
+    for param, (file_name, digest) in specs.items():
+        given = paths.get(param)
+        if given is None and model_dir is None:
+            missing.append(f"{param} ({file_name}: pass model_dir= or {param}=)")
+            continue
+        path = Path(given) if given is not None else Path(model_dir) / file_name
+        if not path.is_file():
+            missing.append(f"{param}: {path}")
+            continue
+        if given is None and _sha256(path) != digest:
+            raise ValueError(
+                f"{kind}: {path} is not the known {file_name} (sha256 differs); pass its path as "
+                f"{param}= to use another export"
+            )
+        resolved[param] = str(path)
+    if missing:
+        raise FileNotFoundError(f"{kind} model file(s) not found: {'; '.join(missing)}")
+    return resolved
+
+
+def _create(kind: str, model_files: dict[str, str]):
+    attr_path, _ = _FACTORIES[kind]
+    owner = cv2
+    for part in attr_path.split("."):
+        owner = getattr(owner, part)
+    if kind == "nanotrack":
+        params = cv2.TrackerNano_Params()
+        params.backbone, params.neckhead = model_files["backbone"], model_files["neckhead"]
+        return owner.create(params)
+    if kind == "vit":
+        params = cv2.TrackerVit_Params()
+        params.net = model_files["net"]
+        return owner.create(params)
+    return owner.create()
+
+
+class OpenCVTracker:
+    """An OpenCV tracker as a :class:`~ebmtrack.tracking.base.Tracker`.
+
+    Frames come in as RGB or grayscale uint8 and are converted to BGR for OpenCV. The init box is
+    rounded to whole pixels (OpenCV's Rect; legacy Boosting crashes on fractional sizes). When
+    OpenCV reports a failure the last box is kept and the status is ``not_found``.
+
+    Args:
+        kind: one of :data:`OPENCV_TRACKERS`.
+        model_dir: folder holding the ONNX files of nanotrack / vit under their usual names.
+        **model_paths: explicit ONNX paths (``backbone``, ``neckhead`` for nanotrack; ``net``
+            for vit).
+    """
+
+    def __init__(self, kind: str, model_dir: str | Path | None = None, **model_paths) -> None:
+        if kind not in _FACTORIES:
+            raise ValueError(
+                f"unknown OpenCV tracker {kind!r}; valid: {', '.join(OPENCV_TRACKERS)}"
+            )
+        if kind in MODEL_FILES:
+            self._model_files = resolve_model_files(kind, model_dir, **model_paths)
+        elif model_paths:
+            raise ValueError(f"{kind} takes no model files, got {sorted(model_paths)}")
+        else:
+            self._model_files = {}
+        self.name = kind
+        self._legacy = _FACTORIES[kind][1]
+        self._tracker = None
+        self._box = np.zeros(4)
+
+    @staticmethod
+    def _to_bgr(frame: np.ndarray) -> np.ndarray:
+        if frame.ndim == 2:
+            return cv2.cvtColor(frame, cv2.COLOR_GRAY2BGR)
+        return cv2.cvtColor(frame, cv2.COLOR_RGB2BGR)
+
+    def initialize(self, frame: np.ndarray, box: np.ndarray) -> None:
+        box = validate_box(box, frame.shape, "init box")
+        x, y = round(box[0]), round(box[1])
+        w, h = max(1, round(box[2])), max(1, round(box[3]))
+        self._tracker = _create(self.name, self._model_files)
+        ok = self._tracker.init(self._to_bgr(frame), (x, y, w, h))
+        if self._legacy and ok is False:
+            raise RuntimeError(f"OpenCV {self.name} could not initialise on box {box.tolist()}")
+        self._box = box.copy()
+
+    def track(self, frame: np.ndarray) -> TrackResult:
+        if self._tracker is None:
+            raise RuntimeError(f"{self.name}: call initialize() before track()")
+        ok, box = self._tracker.update(self._to_bgr(frame))
+        score = float("nan")
+        if hasattr(self._tracker, "getTrackingScore"):
+            score = float(self._tracker.getTrackingScore())
+        box = np.asarray(box, dtype=np.float64)
+        if not ok or box[2] <= 0 or box[3] <= 0:
+            return TrackResult(self._box.copy(), score, TrackStatus.NOT_FOUND)
+        self._box = box
+        return TrackResult(box.copy(), score, TrackStatus.NORMAL)

@@ -1,0 +1,232 @@
+"""Training modules for the target-estimation network (ATOM's IoU-Net) with any box loss.
+
+Two ways to train the same :class:`~ebmtrack.models.iou_net.AtomIoUNet`:
+
+- ``"mse"`` (ATOM, section 3.1): regress ``2 * IoU - 1`` of the proposals the data processing drew
+  around the test box.
+- any loss of :data:`ebmtrack.ebm.LOSSES` (BMVC 2020, section 5 and appendix C): the network's raw
+  output is the energy-based model's ``f(x, y)``. ``x`` is everything that does not depend on the
+  box (the reference frame's modulation vectors and the test frame's features, bundled as
+  :class:`BoxConditioning`); ``y`` is a box in the parametrisation
+  ``(cx / w0, cy / h0, log w, log h)`` of crop pixels, with ``(w0, h0)`` the size of the test
+  frame's ground-truth box, so that the losses' noise is relative to the target's size. The loss
+  draws its own noise samples around the ground truth.
+
+The backbone is frozen (its features are computed under ``no_grad``, in eval mode) and left out
+of checkpoints; only the IoU-Net is trained.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from ebmtrack.ebm import get_loss
+from ebmtrack.models.iou_net import AtomIoUNet
+from ebmtrack.ops.boxes import rel_to_xywh, xywh_to_rel
+
+# The recipes of appendix C.2 for the box head (M = 128 samples, noise/proposal mixture with
+# standard deviations 0.05 and 0.5 on every coordinate). The losses' own defaults are those of the
+# paper's 1-D experiments, so the box head starts from these instead.
+EBM_RECIPES: dict[str, dict[str, Any]] = {
+    "ml-is": {"num_samples": 128, "proposal_sigmas": (0.05, 0.5)},
+    "kld-is": {"num_samples": 128, "proposal_sigmas": (0.05, 0.5), "label_sigma": 0.05},
+    "nce": {"num_samples": 128, "noise_sigmas": (0.05, 0.5)},
+    "nce+": {"num_samples": 128, "noise_sigmas": (0.05, 0.5), "beta": 0.1},
+    "dsm": {"num_samples": 128, "sigma": 0.05},
+    "ml-mcmc": {"num_samples": 128, "num_steps": 16, "step_length": 0.05},
+    "sm": {},
+}
+INPUT_GRADIENT_LOSSES = ("sm", "dsm", "ml-mcmc")
+"""Losses that differentiate f with respect to y (so validation must run with autograd)."""
+
+
+@dataclass
+class BoxLossConfig:
+    """Which loss trains the box head.
+
+    Attributes:
+        name: ``"mse"`` (ATOM) or a name of :data:`ebmtrack.ebm.LOSSES`.
+        params: keyword arguments of the EBM loss; missing ones come from :data:`EBM_RECIPES`.
+    """
+
+    name: str = "mse"
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.name == "mse":
+            if self.params:
+                raise ValueError(f"the mse loss takes no params, got {sorted(self.params)}")
+            return
+        if self.name not in EBM_RECIPES:
+            raise ValueError(
+                f"unknown box loss {self.name!r}; choose from mse, {', '.join(EBM_RECIPES)}"
+            )
+        accepted = list(inspect.signature(get_loss(self.name)).parameters)[3:]  # after model, x, y
+        unknown = sorted(set(self.params) - set(accepted))
+        if unknown:
+            raise ValueError(
+                f"unknown param(s) {', '.join(unknown)} of loss {self.name}; valid: "
+                f"{', '.join(accepted) or 'none'}"
+            )
+
+    def resolved_params(self) -> dict[str, Any]:
+        """The recipe's hyper-parameters updated with ``params``."""
+        return {**EBM_RECIPES.get(self.name, {}), **self.params}
+
+
+class BoxConditioning(NamedTuple):
+    """The ``x`` of the box EBM: what ``f(x, y)`` needs besides the box ``y``.
+
+    Attributes:
+        modulation: [(B, D1), (B, D2)] reference-frame channel weights.
+        test_features: [(B, D1, H1, W1), (B, D2, H2, W2)] test-branch feature maps.
+        size_norm: (B, 2) ``(w0, h0)`` that makes the centre coordinates of ``y`` relative.
+    """
+
+    modulation: list[Tensor]
+    test_features: list[Tensor]
+    size_norm: Tensor
+
+    @property
+    def shape(self) -> torch.Size:
+        """``(B,)``: the EBM losses read the batch size of ``x`` from ``x.shape[0]``."""
+        return self.size_norm.shape[:1]
+
+
+def boxes_to_ebm(boxes: Tensor, size_norm: Tensor) -> Tensor:
+    """xywh boxes (B, M, 4) -> ``y`` (B, M, 4) = (cx / w0, cy / h0, log w, log h).
+
+    ``size_norm`` (B, 2) holds each example's ``(w0, h0)``.
+    """
+    rel = xywh_to_rel(boxes)  # (cx / w, cy / h, log w, log h)
+    center = rel[..., :2] * rel[..., 2:].exp() / size_norm[:, None, :]
+    return torch.cat([center, rel[..., 2:]], dim=-1)
+
+
+def ebm_to_boxes(y: Tensor, size_norm: Tensor) -> Tensor:
+    """Inverse of :func:`boxes_to_ebm`: ``y`` (B, M, 4) -> xywh boxes (B, M, 4)."""
+    center = y[..., :2] * size_norm[:, None, :] / y[..., 2:].exp()
+    return rel_to_xywh(torch.cat([center, y[..., 2:]], dim=-1))
+
+
+class BoxEnergy(nn.Module):
+    """The IoU-Net as an energy-based model: ``forward(x, y) -> f(x, y)`` of shape (B, M).
+
+    ``x`` is a :class:`BoxConditioning`, ``y`` (B, M, 4) boxes in its parametrisation; ``f`` is
+    the network's raw output for the box (no activation).
+    """
+
+    def __init__(self, iou_net: AtomIoUNet):
+        super().__init__()
+        self.iou_net = iou_net
+
+    def forward(self, x: BoxConditioning, y: Tensor) -> Tensor:
+        boxes = ebm_to_boxes(y, x.size_norm)
+        return self.iou_net.predict_iou(x.modulation, x.test_features, boxes)
+
+
+def proposal_ranking_stats(scores: Tensor, proposal_iou: Tensor) -> dict[str, Tensor]:
+    """How well ``scores`` (B, N) order proposals whose overlap is ``proposal_iou`` (B, N).
+
+    Comparable across losses, since only the order of the scores matters.
+
+    Returns:
+        ``rank_corr``: mean over the batch of the Spearman correlation of scores and IoU (0 for
+        constant scores); ``top1_iou``: mean IoU of each pair's highest-scored proposal.
+        ``proposal_iou`` is ``2 * IoU - 1``, as the data processing writes it.
+    """
+
+    def centred_ranks(values: Tensor) -> Tensor:
+        ranks = values.argsort(dim=-1).argsort(dim=-1).to(torch.float32)
+        return ranks - ranks.mean(dim=-1, keepdim=True)
+
+    score_ranks, iou_ranks = centred_ranks(scores), centred_ranks(proposal_iou)
+    norms = (score_ranks.norm(dim=-1) * iou_ranks.norm(dim=-1)).clamp_min(1e-12)
+    best = proposal_iou.gather(1, scores.argmax(dim=1, keepdim=True))[:, 0]
+    return {
+        "rank_corr": ((score_ranks * iou_ranks).sum(dim=-1) / norms).mean(),
+        "top1_iou": ((best + 1) / 2).mean(),
+    }
+
+
+class BoxRegressionModule(nn.Module):
+    """Training module (see :mod:`ebmtrack.training.trainer`): frozen backbone + IoU-Net + loss.
+
+    ``forward(batch)`` takes a collated batch of :class:`~ebmtrack.data.processing.AtomProcessing`
+    samples (``ref_image``, ``ref_box``, ``test_image``, ``test_box``, ``proposals``,
+    ``proposal_iou``) and returns ``(loss, stats)``. For ``"mse"`` ``stats`` holds the mean
+    absolute IoU error; in eval mode (validation), for every loss, also
+    :func:`proposal_ranking_stats` of the head's output on the proposals, which compares runs
+    trained with different losses.
+
+    Args:
+        backbone: an :class:`~ebmtrack.models.backbones.Backbone`; it is frozen here.
+        iou_net: the head to train; its ``input_channels`` must match the backbone's layers.
+        loss: the loss to train with.
+        layers: the two backbone layers (default: the backbone's ``default_layers``).
+    """
+
+    frozen_submodules = ("backbone",)
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        iou_net: AtomIoUNet,
+        loss: BoxLossConfig | None = None,
+        layers: tuple[str, str] | None = None,
+    ) -> None:
+        super().__init__()
+        self.backbone = backbone.eval().requires_grad_(False)
+        self.iou_net = iou_net
+        self.loss = loss or BoxLossConfig()
+        self.layers = tuple(backbone.check_layers(layers))
+        channels = tuple(backbone.feature_info[name].channels for name in self.layers)
+        if channels != tuple(iou_net.config.input_channels):
+            raise ValueError(
+                f"iou_net input_channels {iou_net.config.input_channels} do not match the "
+                f"backbone layers {self.layers} with {channels} channels"
+            )
+        self.loss_fn = None if self.loss.name == "mse" else get_loss(self.loss.name)
+        self.loss_params = self.loss.resolved_params()
+        self.needs_input_grad = self.loss.name in INPUT_GRADIENT_LOSSES
+
+    def train(self, mode: bool = True) -> BoxRegressionModule:
+        super().train(mode)
+        self.backbone.eval()  # frozen: never batch statistics
+        return self
+
+    def features(self, images: Tensor) -> list[Tensor]:
+        """The backbone's two feature maps of ``images`` (B, 3, S, S), without gradients."""
+        with torch.no_grad():
+            feats = self.backbone(images, self.layers)
+        return [feats[name] for name in self.layers]
+
+    def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        # One backbone call for both crops (its BatchNorm is frozen, so batching changes nothing).
+        both = self.features(torch.cat([batch["ref_image"], batch["test_image"]]))
+        ref_feats = [feat[: len(feat) // 2] for feat in both]
+        test_feats = [feat[len(feat) // 2 :] for feat in both]
+        modulation = self.iou_net.modulation(ref_feats, batch["ref_box"])
+        test_features = self.iou_net.test_features(test_feats)
+        stats = {}
+        if self.loss_fn is None:
+            predicted = self.iou_net.predict_iou(modulation, test_features, batch["proposals"])
+            error = predicted.float() - batch["proposal_iou"]
+            loss = error.square().mean()
+            stats["iou_abs_error"] = error.detach().abs().mean() / 2
+        else:
+            size_norm = batch["test_box"][:, 2:]
+            x = BoxConditioning(modulation, test_features, size_norm)
+            y = boxes_to_ebm(batch["test_box"][:, None, :], size_norm)[:, 0]
+            # A fresh wrapper, not a sub-module: registering it would store the head twice.
+            loss = self.loss_fn(BoxEnergy(self.iou_net), x, y, **self.loss_params)
+        if not self.training:  # in train mode an extra pass would move BatchNorm statistics
+            with torch.no_grad():
+                scores = self.iou_net.predict_iou(modulation, test_features, batch["proposals"])
+            stats.update(proposal_ranking_stats(scores.float(), batch["proposal_iou"]))
+        return loss, stats

@@ -1,0 +1,246 @@
+"""One box-regression experiment: its config, the named presets, and the function that runs it.
+
+An :class:`ExperimentConfig` says everything about a run: backbone, head sizes, data sets and
+their processing, loss and training loop. It is saved as ``config.yaml`` in the run folder and
+inside every checkpoint, so a run can be resumed or repeated from its folder alone.
+
+Presets (:data:`PRESETS`):
+
+- ``atom-r18``: ATOM's recipe (reference code ``atom.py``, B.3) on ResNet-18: LaSOT, GOT-10k,
+  TrackingNet and COCO with equal weights (those whose folders are given), 40 epochs of 64 000
+  pairs, batch 64, Adam 1e-3 with x0.2 every 15 epochs, MSE on 2 * IoU - 1.
+- ``synthetic-smoke``: the same pipeline at toy size on generated sequences: random-weight
+  MobileNetV2, 96-pixel crops, a quarter-width head, two epochs of 32 pairs; runs in seconds.
+
+Choosing an EBM loss (``loss.name``, e.g. ``nce+`` or ``kld-is``) trains the same head with the
+BMVC 2020 recipe of that loss (:data:`~ebmtrack.training.box_regression.EBM_RECIPES`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch.utils.data import Dataset
+
+from ebmtrack.data.processing import AtomProcessing
+from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequences
+
+from .box_regression import BoxLossConfig, BoxRegressionModule
+from .checkpoint import latest_checkpoint
+from .config import TrainerConfig, config_to_dict, save_config
+from .distributed import DistributedContext, init_distributed
+from .trainer import EpochResult, Trainer
+
+CONFIG_FILE = "config.yaml"
+MODEL_FILE = "iou_net.safetensors"
+
+
+@dataclass
+class DataConfig:
+    """Where training and validation pairs come from.
+
+    Attributes:
+        roots: data-set name -> folder, for the names of
+            :data:`ebmtrack.data.sampler.TRAINING_SPLITS` (lasot, got10k, trackingnet, coco).
+        splits: data-set name -> split, overriding the default training splits (e.g.
+            ``trackingnet: TRAIN_0,TRAIN_1,TRAIN_2,TRAIN_3``).
+        weights: data-set name -> relative sampling probability (default 1 each).
+        val_splits: data-set name -> split read from the same folder for validation (e.g.
+            ``got10k: val``); empty: no validation on real data.
+        synthetic_sequences: when > 0, train (and validate) on that many generated sequences
+            instead of the folders.
+        synthetic: how the generated sequences look.
+        max_gap: largest distance in frames between the two frames of a pair.
+    """
+
+    roots: dict[str, str] = field(default_factory=dict)
+    splits: dict[str, str] = field(default_factory=dict)
+    weights: dict[str, float] = field(default_factory=dict)
+    val_splits: dict[str, str] = field(default_factory=dict)
+    synthetic_sequences: int = 0
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+    max_gap: int = 50
+
+
+@dataclass
+class ExperimentConfig:
+    """Everything about one training run of the box head; see the module docstring.
+
+    Attributes:
+        preset: the preset it started from (informational).
+        backbone: a name of :data:`ebmtrack.models.backbones.BACKBONES`.
+        pretrained: load ImageNet weights (from ``backbone_weights``, or the packaged ones).
+        backbone_weights: path of a torchvision-style checkpoint (needed for pretrained ResNets).
+        head_width: multiplier of the IoU-Net's hidden convolution widths.
+        head_dims: channels of the modulated features and of the predictor's linear blocks.
+        processing: crops, jitter and proposals of a pair.
+        data: the data sets.
+        loss: the box loss.
+        trainer: the training loop.
+    """
+
+    preset: str = "atom-r18"
+    backbone: str = "resnet18"
+    pretrained: bool = True
+    backbone_weights: str | None = None
+    head_width: float = 1.0
+    head_dims: int = 256
+    processing: AtomProcessing = field(default_factory=AtomProcessing)
+    data: DataConfig = field(default_factory=DataConfig)
+    loss: BoxLossConfig = field(default_factory=BoxLossConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+
+def _atom_r18() -> ExperimentConfig:
+    # Pairs are random draws: walk through them in order so that none repeats in 40 epochs.
+    return ExperimentConfig(preset="atom-r18", trainer=TrainerConfig(shuffle=False))
+
+
+def _synthetic_smoke() -> ExperimentConfig:
+    return ExperimentConfig(
+        preset="synthetic-smoke",
+        backbone="mobilenetv2",
+        pretrained=False,
+        head_width=0.25,
+        head_dims=64,
+        processing=AtomProcessing(output_size=96),
+        data=DataConfig(
+            synthetic_sequences=50,
+            synthetic=SyntheticConfig(num_frames=30, frame_size=(120, 160)),
+        ),
+        trainer=TrainerConfig(
+            epochs=2,
+            samples_per_epoch=32,
+            batch_size=8,
+            val_every=1,
+            val_samples=16,
+            num_workers=0,
+            shuffle=False,
+        ),
+    )
+
+
+PRESETS: dict[str, Callable[[], ExperimentConfig]] = {
+    "atom-r18": _atom_r18,
+    "synthetic-smoke": _synthetic_smoke,
+}
+
+
+def preset_config(name: str) -> ExperimentConfig:
+    """The config of preset ``name``; ValueError listing the presets otherwise."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
+    return PRESETS[name]()
+
+
+def build_module(config: ExperimentConfig) -> BoxRegressionModule:
+    """Frozen backbone + freshly initialized IoU-Net + loss.
+
+    Random initializations (the head's, and the backbone's without pretrained weights) are seeded
+    by ``trainer.seed``, so the module is a function of the config (checkpoints do not store the
+    frozen backbone).
+    """
+    from ebmtrack.models.backbones import create_backbone
+    from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
+
+    torch.manual_seed(config.trainer.seed)
+    backbone = create_backbone(config.backbone, config.pretrained, config.backbone_weights)
+    layers = backbone.default_layers
+    head = IoUNetConfig(
+        input_channels=tuple(backbone.feature_info[name].channels for name in layers),
+        pred_input_dim=(config.head_dims, config.head_dims),
+        pred_inter_dim=(config.head_dims, config.head_dims),
+        width=config.head_width,
+        strides=tuple(backbone.feature_info[name].stride for name in layers),
+        backbone=config.backbone,
+        feature_layers=layers,
+    )
+    return BoxRegressionModule(backbone, AtomIoUNet(head), config.loss, layers)
+
+
+def build_datasets(config: ExperimentConfig) -> tuple[Dataset, Dataset | None]:
+    """``(train, val)`` pair data sets (``val`` None without validation data)."""
+    from ebmtrack.data.sampler import TrackingPairs, load_training_sets
+
+    data, seed, trainer = config.data, config.trainer.seed, config.trainer
+    samples = trainer.samples_per_epoch or trainer.batch_size
+    num_pairs = trainer.epochs * samples
+    val_pairs = trainer.val_samples or trainer.batch_size
+    common = {"processing": config.processing, "max_gap": data.max_gap}
+    if data.synthetic_sequences > 0:
+        # Validation sequences come from another seed: targets and textures never seen in training.
+        train_seqs = SyntheticSequences(data.synthetic_sequences, data.synthetic, seed=seed)
+        val_seqs = SyntheticSequences(
+            max(1, data.synthetic_sequences // 4), data.synthetic, seed + 1
+        )
+        return (
+            TrackingPairs([train_seqs], num_pairs=num_pairs, seed=seed, **common),
+            TrackingPairs([val_seqs], num_pairs=val_pairs, seed=seed + 1, **common),
+        )
+    if not data.roots:
+        raise ValueError(
+            "no training data: give data.roots (e.g. --got10k DIR, --lasot DIR, --trackingnet DIR, "
+            "--coco DIR) or data.synthetic_sequences > 0"
+        )
+    sets = load_training_sets(data.roots, data.splits)
+    weights = [float(data.weights.get(name, 1.0)) for name in sets]
+    train = TrackingPairs(list(sets.values()), weights, num_pairs=num_pairs, seed=seed, **common)
+    if not data.val_splits:
+        return train, None
+    missing = sorted(set(data.val_splits) - set(data.roots))
+    if missing:
+        raise ValueError(f"data.val_splits names {missing} without a folder in data.roots")
+    val_sets = load_training_sets(
+        {name: data.roots[name] for name in data.val_splits}, data.val_splits
+    )
+    val = TrackingPairs(list(val_sets.values()), num_pairs=val_pairs, seed=seed + 1, **common)
+    return train, val
+
+
+def run_experiment(
+    config: ExperimentConfig,
+    run_dir: str | Path,
+    resume: bool = False,
+    context: DistributedContext | None = None,
+    stop_after_epoch: int | None = None,
+) -> list[EpochResult]:
+    """Train the box head as ``config`` says and write the trained head to ``run_dir``.
+
+    Writes ``config.yaml``, ``metrics.csv``, ``checkpoints/`` and, when the last epoch is done,
+    ``iou_net.safetensors`` (loadable with :func:`ebmtrack.models.serialization.load_model`).
+    With ``resume`` it continues from the run's latest checkpoint (a fresh start if it has none);
+    without, a folder that already holds checkpoints is refused (ValueError). Works the same under
+    ``torchrun`` (one process per device).
+    """
+    context = context or init_distributed(config.trainer.device)
+    run_dir = Path(run_dir)
+    existing = latest_checkpoint(run_dir / "checkpoints")
+    if existing is not None and not resume:
+        raise ValueError(
+            f"{run_dir} already holds a run (checkpoint {existing.path.name}); resume it or "
+            "choose another run folder"
+        )
+    if context.is_main:
+        save_config(config, run_dir / CONFIG_FILE)
+    module = build_module(config)
+    train, val = build_datasets(config)
+    trainer = Trainer(
+        module,
+        train,
+        config.trainer,
+        run_dir,
+        val_data=val,
+        experiment_config=config_to_dict(config),
+        context=context,
+    )
+    if resume:
+        trainer.resume()
+    results = trainer.fit(stop_after_epoch)
+    if context.is_main and trainer.epoch == config.trainer.epochs:
+        from ebmtrack.models.serialization import save_model
+
+        save_model(module.iou_net.cpu(), run_dir / MODEL_FILE)
+    return results

@@ -1,0 +1,149 @@
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from ebmtrack.cli.main import main
+from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
+from ebmtrack.models.serialization import save_model
+
+
+def _frames(n=5):
+    rng = np.random.default_rng(3)
+    background = cv2.resize(rng.integers(0, 256, (12, 16, 3), dtype=np.uint8), (160, 120))
+    target = cv2.resize(
+        rng.integers(0, 256, (4, 5, 3), dtype=np.uint8), (40, 32), interpolation=cv2.INTER_NEAREST
+    )
+    frames = []
+    for t in range(n):
+        frame = background.copy()
+        frame[40 + t : 72 + t, 50 + 2 * t : 90 + 2 * t] = target
+        frames.append(frame)
+    return frames
+
+
+@pytest.fixture
+def sequence(tmp_path):
+    folder = tmp_path / "seq" / "img"
+    folder.mkdir(parents=True)
+    for i, frame in enumerate(_frames(), start=1):
+        cv2.imwrite(str(folder / f"{i:04d}.png"), cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
+    return folder.parent
+
+
+def _error_line(capsys):
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("ebmtrack track: error:")
+    return lines[0]
+
+
+def _needs_imagenet_weights():
+    from ebmtrack.models.backbones import create_backbone
+
+    try:
+        create_backbone("mobilenetv2", pretrained=True)
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+
+
+def test_tracks_a_sequence_folder_and_renders(sequence, tmp_path, caplog):
+    _needs_imagenet_weights()
+    out, video = tmp_path / "boxes.txt", tmp_path / "out.mp4"
+    args = [str(sequence), "--init", "50,40,40,32", "--out", str(out), "--render", str(video)]
+    code = main(["track", *args, "--search-size", "128", "--no-progress"])
+    assert code == 0
+    lines = out.read_text().splitlines()
+    assert len(lines) == 5
+    assert lines[0] == "50.00,40.00,40.00,32.00"
+    boxes = np.array([[float(v) for v in line.split(",")] for line in lines])
+    assert np.all(boxes[:, 2:] > 0)
+    capture = cv2.VideoCapture(str(video))
+    assert capture.isOpened() and int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 5
+    capture.release()
+    # Without weights: exactly one warning, one line, saying the classifier tracks alone.
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "classifier only" in warnings[0] and "\n" not in warnings[0]
+
+
+def test_tracks_a_video_file_to_stdout(tmp_path, capsys):
+    _needs_imagenet_weights()
+    path = tmp_path / "clip.mp4"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 10, (160, 120))
+    for frame in _frames(4):
+        writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
+    writer.release()
+    code = main(
+        ["track", str(path), "--init", "50,40,40,32", "--search-size", "128", "--no-progress"]
+    )
+    assert code == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 4
+
+
+@pytest.mark.parametrize(
+    "init, message",
+    [
+        ("500,500,10,10", "outside the first frame"),
+        ("10,10,0,5", "positive width"),
+        ("10,10,-4,5", "positive width"),
+    ],
+)
+def test_bad_boxes(sequence, capsys, init, message):
+    assert main(["track", str(sequence), "--init", init]) == 2
+    assert message in _error_line(capsys)
+
+
+@pytest.mark.parametrize("init", ["1,2,3", "a,b,c,d", "1,2,3,4,5", ""])
+def test_malformed_init(sequence, capsys, init):
+    assert main(["track", str(sequence), "--init", init]) == 2
+    assert "--init must be X,Y,W,H" in _error_line(capsys)
+
+
+def test_missing_empty_and_unreadable_sources(tmp_path, capsys):
+    assert main(["track", str(tmp_path / "nothing"), "--init", "1,1,5,5"]) == 2
+    assert "not found" in _error_line(capsys)
+    (tmp_path / "empty").mkdir()
+    assert main(["track", str(tmp_path / "empty"), "--init", "1,1,5,5"]) == 2
+    assert "no image files" in _error_line(capsys)
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(b"\x00" * 100)
+    assert main(["track", str(junk), "--init", "1,1,5,5"]) == 2
+    assert "cannot open video" in _error_line(capsys)
+
+
+def test_weights_that_do_not_match(sequence, tmp_path, capsys):
+    other = IoUNetConfig(backbone="resnet18", feature_layers=("layer2", "layer3"))
+    path = save_model(AtomIoUNet(other), tmp_path / "resnet_head.safetensors")
+    assert main(["track", str(sequence), "--init", "50,40,40,32", "--weights", str(path)]) == 2
+    assert "for backbone 'resnet18'" in _error_line(capsys)
+    junk = tmp_path / "junk.safetensors"
+    junk.write_bytes(b"garbage")
+    assert main(["track", str(sequence), "--init", "50,40,40,32", "--weights", str(junk)]) == 2
+    assert "not a safetensors file" in _error_line(capsys)
+    missing = tmp_path / "absent.safetensors"
+    assert main(["track", str(sequence), "--init", "50,40,40,32", "--weights", str(missing)]) == 2
+    assert "not found" in _error_line(capsys)
+
+
+def test_unreadable_frame_keeps_the_boxes_written_so_far(sequence, tmp_path, capsys):
+    _needs_imagenet_weights()
+    (sequence / "img" / "0004.png").write_bytes(b"broken")
+    out = tmp_path / "boxes.txt"
+    args = ["track", str(sequence), "--init", "50,40,40,32", "--out", str(out)]
+    assert main([*args, "--search-size", "128", "--no-progress"]) == 2
+    assert len(out.read_text().splitlines()) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("ebmtrack track: error: cannot decode image")
+
+
+def test_bad_options(sequence, capsys):
+    base = ["track", str(sequence), "--init", "50,40,40,32"]
+    assert main([*base, "--backbone", "vgg"]) == 2
+    assert "unknown backbone 'vgg'" in _error_line(capsys)
+    assert main([*base, "--search-size", "100"]) == 2
+    assert "multiple of 16" in _error_line(capsys)
+    assert main([*base, "--tracker", "nope"]) == 2
+    assert "unknown tracker 'nope'" in _error_line(capsys)
+    if not torch.cuda.is_available():
+        assert main([*base, "--device", "cuda"]) == 2
+        assert "CUDA is not available" in _error_line(capsys)

@@ -1,0 +1,98 @@
+import numpy as np
+import pytest
+
+from ebmtrack.data.synthetic import (
+    ImageTextures,
+    SyntheticConfig,
+    SyntheticSequence,
+    SyntheticSequences,
+    procedural_texture,
+)
+
+SMALL = SyntheticConfig(num_frames=12, frame_size=(96, 128))
+
+
+def test_same_seed_same_sequence_and_different_index_differs():
+    first, again = SyntheticSequences(5, SMALL, seed=3)[2], SyntheticSequences(5, SMALL, seed=3)[2]
+    np.testing.assert_array_equal(first.ground_truth, again.ground_truth)
+    np.testing.assert_array_equal(first.visible, again.visible)
+    for index in (0, 7, 11):
+        np.testing.assert_array_equal(first.frame(index), again.frame(index))
+    other = SyntheticSequences(5, SMALL, seed=3)[1]
+    assert not np.array_equal(first.frame(0), other.frame(0))
+    assert first.name != other.name and len(first) == 12
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_box_is_the_tight_box_of_the_rendered_target(index):
+    config = SyntheticConfig(
+        num_frames=30, frame_size=(120, 160), num_distractors=(0, 0), num_occluders=(0, 0)
+    )
+    sequence = SyntheticSequences(6, config, seed=11)[index]
+    for t in (0, 14, 29):
+        frame, background = sequence.frame(t), sequence.background(t)
+        assert frame.shape == (120, 160, 3) and frame.dtype == np.uint8
+        rows, cols = np.nonzero(np.any(frame != background, axis=2))
+        x, y, w, h = sequence.ground_truth[t]
+        # Changed pixels lie inside the box (pixel c covers [c, c + 1)) and reach its four sides;
+        # anti-aliased edges allow a pixel of slack, a vertex barely covering a pixel one more.
+        assert cols.min() >= np.floor(x) - 1 and cols.max() + 1 <= np.ceil(x + w) + 1
+        assert rows.min() >= np.floor(y) - 1 and rows.max() + 1 <= np.ceil(y + h) + 1
+        assert cols.min() <= x + 2 and cols.max() + 1 >= x + w - 2
+        assert rows.min() <= y + 2 and rows.max() + 1 >= y + h - 2
+
+
+def test_without_occluders_the_visible_fraction_is_the_share_inside_the_frame():
+    config = SyntheticConfig(num_frames=40, frame_size=(100, 100), num_occluders=(0, 0))
+    for sequence in SyntheticSequences(4, config, seed=5):
+        box = sequence.ground_truth
+        # Boxes are clipped to the frame: where a box touches no border the whole target is in.
+        inside = (box[:, 0] > 0) & (box[:, 1] > 0)
+        inside &= (box[:, 0] + box[:, 2] < 100) & (box[:, 1] + box[:, 3] < 100)
+        assert inside.sum() >= 10
+        np.testing.assert_allclose(sequence.visible_fraction[inside], 1.0, atol=0.03)
+        assert np.all(sequence.visible == (sequence.visible_fraction >= 0.3))
+        np.testing.assert_array_equal(sequence.annotated(), sequence.visible)
+
+
+def test_occluders_hide_the_target_in_some_frames():
+    config = SyntheticConfig(num_frames=60, frame_size=(96, 128), num_occluders=(2, 2))
+    fractions = np.concatenate([s.visible_fraction for s in SyntheticSequences(8, config, seed=1)])
+    assert fractions.min() < 0.3 and np.median(fractions) > 0.9
+
+
+def test_image_textures_take_their_colours_from_the_images(tmp_path):
+    import cv2
+
+    image = np.zeros((40, 60, 3), np.uint8)
+    image[..., 0] = 200  # pure red in RGB
+    path = tmp_path / "red.png"
+    cv2.imwrite(str(path), cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
+    textures = ImageTextures.from_files([path])
+    sample = textures(np.random.default_rng(0), 17, 23)
+    assert sample.shape == (17, 23, 3)
+    np.testing.assert_array_equal(sample, np.broadcast_to([200, 0, 0], (17, 23, 3)))
+    sequence = SyntheticSequence("red", SMALL, seed=0, textures=textures)
+    frame = sequence.frame(3)
+    assert set(np.unique(frame[..., 1])) == {0}  # only red everywhere, objects included
+
+
+def test_procedural_textures_vary_and_have_the_requested_size():
+    rng = np.random.default_rng(0)
+    textures = [procedural_texture(rng, 30, 50) for _ in range(5)]
+    assert all(t.shape == (30, 50, 3) and t.dtype == np.uint8 for t in textures)
+    assert len({t.tobytes() for t in textures}) == 5
+
+
+@pytest.mark.parametrize(
+    "changes, word",
+    [
+        ({"frame_size": (8, 100)}, "frame_size"),
+        ({"target_scale": (0.5, 0.2)}, "target_scale"),
+        ({"num_occluders": (3, 1)}, "num_occluders"),
+        ({"min_visible_fraction": 1.5}, "min_visible_fraction"),
+    ],
+)
+def test_bad_config_names_the_parameter(changes, word):
+    with pytest.raises(ValueError, match=word):
+        SyntheticConfig(**changes)

