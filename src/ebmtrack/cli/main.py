@@ -12,7 +12,7 @@ import importlib
 import sys
 
 # Module names under ebmtrack.cli, in the order --help lists them.
-SUBCOMMANDS: tuple[str, ...] = ("eval", "regress1d", "train", "track")
+SUBCOMMANDS: tuple[str, ...] = ("demo", "eval", "regress1d", "train", "track")
 
 
 class CLIError(Exception):

@@ -83,37 +83,6 @@ def _frames(source: Path) -> tuple[Iterator, int | None, float]:
     return read(), count, fps
 
 
-class _Renderer:
-    """Writes frames with the box and score drawn, at the first frame's size."""
-
-    def __init__(self, path: Path, fps: float, size: tuple[int, int]) -> None:
-        import cv2
-
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.size = size
-        self.writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, size)
-        if not self.writer.isOpened():
-            raise CLIError(f"cannot write video {path}")
-
-    def write(self, frame, box, score: float, status: str) -> None:
-        import cv2
-        import numpy as np
-
-        image = frame if frame.ndim == 3 else np.repeat(frame[:, :, None], 3, axis=2)
-        image = cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
-        if (image.shape[1], image.shape[0]) != self.size:
-            image = cv2.resize(image, self.size)
-        x, y, w, h = (round(v) for v in box)
-        colour = (0, 200, 0) if status == "normal" else (0, 160, 255)
-        cv2.rectangle(image, (x, y), (x + w, y + h), colour, 2)
-        label = status if score != score else f"{score:.2f} {status}"  # NaN: no score
-        cv2.putText(image, label, (x, max(y - 5, 12)), cv2.FONT_HERSHEY_SIMPLEX, 0.5, colour, 1)
-        self.writer.write(image)
-
-    def close(self) -> None:
-        self.writer.release()
-
-
 def _build_tracker(args: argparse.Namespace):
     from ebmtrack.api import load_tracker
 
@@ -135,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
+    from ebmtrack.evaluation.render import Mp4Writer, draw_track
     from ebmtrack.tracking.base import validate_box
 
     init = _parse_box(args.init)
@@ -153,8 +123,10 @@ def run(args: argparse.Namespace) -> int:
             out = sys.stdout
         renderer = None
         if args.render is not None:
-            renderer = _Renderer(args.render, fps, (first.shape[1], first.shape[0]))
-            stack.callback(renderer.close)
+            args.render.parent.mkdir(parents=True, exist_ok=True)
+            renderer = stack.enter_context(
+                Mp4Writer(args.render, fps, (first.shape[1], first.shape[0]))
+            )
         progress = stack.enter_context(
             tqdm(total=count, unit="frame", disable=args.no_progress, desc="track")
         )
@@ -164,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
             out.write(",".join(f"{v:.2f}" for v in result_box) + "\n")
             out.flush()
             if renderer is not None:
-                renderer.write(frame, result_box, score, status)
+                renderer.write(draw_track(frame, result_box, score, status))
             progress.update()
 
         tracker.initialize(first, box)

@@ -6,4 +6,6 @@
 - :mod:`~ebmtrack.evaluation.results`: result files in pytracking's layout.
 - :mod:`~ebmtrack.evaluation.report`: report.md, metrics.json and plots.
 - :mod:`~ebmtrack.evaluation.packing`: zips for the GOT-10k and TrackingNet servers.
+- :mod:`~ebmtrack.evaluation.render`: boxes drawn on frames, MP4 and GIF writers.
+- :mod:`~ebmtrack.evaluation.demo`: ``ebmtrack demo``, the default tracker on the shipped clip.
 """

@@ -18,6 +18,7 @@ from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
 
 from ebmtrack.models.classifier import AtomClassifier, ClassifierConfig
+from ebmtrack.models.dimp import DiMPClassifier, DiMPConfig
 from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
 
 __all__ = ["load_model", "read_model_config", "save_model"]
@@ -28,6 +29,7 @@ FORMAT = "ebmtrack-model"
 MODELS: dict[str, tuple[type[nn.Module], type]] = {
     "AtomIoUNet": (AtomIoUNet, IoUNetConfig),
     "AtomClassifier": (AtomClassifier, ClassifierConfig),
+    "DiMPClassifier": (DiMPClassifier, DiMPConfig),
 }
 
 

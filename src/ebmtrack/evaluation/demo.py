@@ -1,0 +1,296 @@
+"""The demo (``ebmtrack demo``): track the clip shipped in the package and show how it went.
+
+The clip is OTB's ``Couple`` (``ebmtrack/demo_data/Couple``, provenance in its PROVENANCE.md).
+It is a test clip: training must not use it, and :data:`DEMO_SEQUENCES` names it for
+evaluation code that marks seen sequences. The demo tracks it in one pass from the first
+frame's ground truth and writes, to one folder: ``demo.mp4`` and ``demo.gif`` (boxes drawn, see
+:mod:`ebmtrack.evaluation.render`), ``success.png``, ``boxes.txt`` (one ``x,y,w,h`` line per
+frame) and ``metrics.json``. The scores follow the OTB protocol of ``ebmtrack eval`` and are
+computed from ``boxes.txt`` as written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from ebmtrack.data.datasets import Sequence, load_folder, read_boxes
+from ebmtrack.evaluation.plots import plot_success
+from ebmtrack.evaluation.render import GifBudget, GifWriter, Mp4Writer, draw_track
+from ebmtrack.evaluation.scoring import OTB_PROTOCOL, score_run
+from ebmtrack.tracking.base import Tracker, validate_box
+
+DEMO_CLIP = "Couple"
+DEMO_DATA = Path(__file__).resolve().parents[1] / "demo_data"
+# Sequences shipped for the demo, by data set layout: results on them are not held-out results.
+DEMO_SEQUENCES: dict[str, tuple[str, ...]] = {"otb": (DEMO_CLIP,)}
+_ATOM_DEFAULT_BACKBONE = "mobilenetv2"
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """What ``ebmtrack demo`` runs.
+
+    Attributes:
+        out: output folder (created).
+        tracker: tracker name (``atom``, or an OpenCV tracker of the registry).
+        weights: for ``atom``, the IoU-Net weights file (None: what ``load_tracker`` picks).
+        backbone: for ``atom``, the backbone name; None is the tracker's default.
+        video: write ``demo.mp4`` and ``demo.gif``.
+        max_frames: track only the first max_frames frames (None: the whole clip).
+        progress: show a progress bar.
+        threads: torch CPU threads while the demo runs (None: torch's default, one per core).
+            1 by default: on a shared 2-core machine with other jobs running, torch's default
+            (2 threads) ran the demo about 16 times slower than 1 thread (docs/demo.md).
+        playback_fps: frame rate of the written video and GIF.
+        gif: size budget of the GIF.
+    """
+
+    out: Path = Path("runs/demo")
+    tracker: str = "atom"
+    weights: Path | None = None
+    backbone: str | None = None
+    video: bool = True
+    max_frames: int | None = None
+    progress: bool = True
+    threads: int | None = 1
+    playback_fps: float = 25.0
+    gif: GifBudget = field(default_factory=GifBudget)
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """What the demo measured and wrote.
+
+    Attributes:
+        clip: sequence name; frames: frames tracked (the first one is the initialisation).
+        auc: success AUC in [0, 1]; precision: fraction of frames with centre error <= 20 px.
+        fps_tracking: frames / seconds spent in ``initialize`` and ``track`` (as ``ebmtrack
+            eval``); fps_loop: frames / seconds of the whole loop (decoding, tracking and, with
+            video, drawing and encoding); init_seconds: time of ``initialize``.
+        files: output name (``mp4``, ``gif``, ``success``, ``boxes``, ``metrics``) -> path.
+    """
+
+    clip: str
+    frames: int
+    auc: float
+    precision: float
+    fps_tracking: float
+    fps_loop: float
+    init_seconds: float
+    files: dict[str, Path]
+
+
+def demo_sequence(max_frames: int | None = None) -> Sequence:
+    """The shipped demo clip, or its first ``max_frames`` frames (>= 2)."""
+    sequence = load_folder(DEMO_DATA / DEMO_CLIP, dataset="otb")[0]
+    if max_frames is None:
+        return sequence
+    if max_frames < 2:
+        raise ValueError(f"max_frames must be at least 2 (or None for all), got {max_frames}")
+    n = min(max_frames, len(sequence))
+    return Sequence(
+        name=sequence.name,
+        frames=sequence.frames[:n],
+        ground_truth=sequence.ground_truth[:n],
+        dataset=sequence.dataset,
+    )
+
+
+def prepare_output_folder(out: str | Path) -> Path:
+    """Create ``out`` and check that files can be written there.
+
+    Raises:
+        NotADirectoryError: ``out`` (or a parent) is an existing file.
+        ValueError: ``out`` cannot be created or written to.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"out: {out} exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except (FileExistsError, NotADirectoryError) as err:
+        raise NotADirectoryError(f"out: a parent of {out} is a file, not a folder") from err
+    except OSError as err:
+        raise ValueError(f"out: cannot write to {out}: {err.strerror or err}") from err
+    return out
+
+
+@contextmanager
+def _torch_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` torch CPU threads, restoring the previous number after."""
+    if threads is None:
+        yield
+        return
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _backbone_of(config: DemoConfig) -> str | None:
+    """The backbone the tracker will use; None for trackers without one."""
+    if config.tracker == "atom":
+        return config.backbone or _ATOM_DEFAULT_BACKBONE
+    if config.backbone is not None:
+        raise ValueError(f"backbone applies to tracker 'atom' only, not {config.tracker!r}")
+    return None
+
+
+def _build_tracker(config: DemoConfig) -> Tracker:
+    from ebmtrack.api import load_tracker
+
+    backbone = _backbone_of(config)
+    if backbone is None:
+        return load_tracker(config.tracker, weights=config.weights)
+    return load_tracker(config.tracker, weights=config.weights, backbone=backbone)
+
+
+def _write_boxes(path: Path, boxes: np.ndarray) -> None:
+    path.write_text("".join(",".join(f"{v:.2f}" for v in box) + "\n" for box in boxes))
+
+
+def _track_clip(
+    tracker: Tracker, sequence: Sequence, config: DemoConfig, files: dict[str, Path]
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """One pass over ``sequence``, drawing into ``files["mp4"]`` / ``files["gif"]`` if asked.
+
+    Returns boxes (N, 4) (row 0 = the initial box), per-frame seconds of ``initialize`` /
+    ``track`` (N,), and the seconds of the whole loop.
+    """
+    n = len(sequence)
+    boxes = np.empty((n, 4))
+    times = np.empty(n)
+    mp4 = gif = None
+    progress = tqdm(
+        total=n, unit="frame", desc=f"demo {sequence.name}", disable=not config.progress
+    )
+    loop_start = time.perf_counter()
+    try:
+        for index in range(n):
+            frame = sequence.frame(index)
+            start = time.perf_counter()
+            if index == 0:
+                box = validate_box(sequence.init_box, frame.shape, f"{sequence.name} init box")
+                tracker.initialize(frame, box)
+                score, status = math.nan, "normal"
+            else:
+                result = tracker.track(frame)
+                box, score, status = result.box, float(result.score), result.status.value
+            times[index] = time.perf_counter() - start
+            boxes[index] = np.asarray(box, dtype=np.float64).reshape(4)
+            if config.video:
+                if mp4 is None:
+                    size = (frame.shape[1], frame.shape[0])
+                    mp4 = Mp4Writer(files["mp4"], config.playback_fps, size)
+                    gif = GifWriter(files["gif"], config.playback_fps, n, config.gif)
+                image = draw_track(
+                    frame,
+                    boxes[index],
+                    score,
+                    status,
+                    ground_truth=sequence.ground_truth[index],
+                    caption=f"{sequence.name} {index + 1}/{n}",
+                )
+                mp4.write(image)
+                gif.write(image)
+            progress.update()
+        loop_seconds = time.perf_counter() - loop_start
+    finally:
+        progress.close()
+        if mp4 is not None:
+            mp4.close()
+    if gif is not None:
+        gif.close()
+    return boxes, times, loop_seconds
+
+
+def run_demo(config: DemoConfig | None = None) -> DemoResult:
+    """Track the demo clip with ``config.tracker`` and write the outputs to ``config.out``.
+
+    Raises:
+        ValueError: bad configuration (unknown tracker, backbone, weights) or unwritable ``out``.
+        NotADirectoryError: ``out`` is a file.
+    """
+    config = config or DemoConfig()
+    if not config.playback_fps > 0:
+        raise ValueError(f"playback_fps must be positive, got {config.playback_fps}")
+    if config.threads is not None and config.threads < 1:
+        raise ValueError(
+            f"threads must be a positive number (None: torch's default), got {config.threads}"
+        )
+    out = prepare_output_folder(config.out)
+    sequence = demo_sequence(config.max_frames)
+    n = len(sequence)
+    files = {
+        "boxes": out / "boxes.txt",
+        "success": out / "success.png",
+        "metrics": out / "metrics.json",
+    }
+    if config.video:
+        files = {"mp4": out / "demo.mp4", "gif": out / "demo.gif", **files}
+
+    with _torch_threads(config.threads):
+        tracker = _build_tracker(config)
+        boxes, times, loop_seconds = _track_clip(tracker, sequence, config, files)
+
+    _write_boxes(files["boxes"], boxes)
+    # Scored from the file as written, so that anyone can recompute the numbers from it.
+    scored = score_run(read_boxes(files["boxes"]), sequence, OTB_PROTOCOL, times)
+    summary = scored.summary()
+    backbone = _backbone_of(config)
+    # ATOM without trained IoU-Net weights keeps the initial box size: say so next to the score.
+    iou_refinement = getattr(getattr(tracker, "params", None), "use_iou_net", None)
+    notes = [backbone] if backbone else []
+    if iou_refinement is False:
+        notes.append("classifier only")
+    label = config.tracker + (f" ({', '.join(notes)})" if notes else "")
+    plot_success({label: scored.success}, files["success"], title=f"on {sequence.name}")
+    result = DemoResult(
+        clip=sequence.name,
+        frames=n,
+        auc=summary["auc"],
+        precision=summary["precision"],
+        fps_tracking=summary["fps"],
+        fps_loop=n / loop_seconds,
+        init_seconds=float(times[0]),
+        files=files,
+    )
+    metrics = {
+        "clip": sequence.name,
+        "frames": n,
+        "tracker": config.tracker,
+        "backbone": backbone,
+        "weights": None if config.weights is None else str(config.weights),
+        "iou_refinement": iou_refinement,
+        "protocol": OTB_PROTOCOL.name,
+        "auc": result.auc,
+        "precision_20px": result.precision,
+        "op50": summary["op50"],
+        "op75": summary["op75"],
+        "success_curve": scored.success.tolist(),
+        "fps_tracking": result.fps_tracking,
+        "fps_loop": result.fps_loop,
+        "fps_loop_includes_video": config.video,
+        "init_seconds": result.init_seconds,
+        "torch_threads": config.threads,
+        "cpu_count": os.cpu_count(),
+    }
+    files["metrics"].write_text(json.dumps(metrics, indent=2) + "\n")
+    return result
