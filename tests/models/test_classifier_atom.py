@@ -9,6 +9,7 @@ from ebmtrack.models.classifier import (
     ClassifierConfig,
     classifier_residuals,
     filter_response,
+    filter_response_adjoint,
     fit_classifier,
     gaussian_labels,
     pelu,
@@ -16,6 +17,7 @@ from ebmtrack.models.classifier import (
     update_filter,
 )
 from ebmtrack.models.serialization import load_model, save_model
+from ebmtrack.optim import conjugate_gradient
 
 
 def test_pelu_matches_the_paper_formula():
@@ -121,6 +123,52 @@ def test_filter_update_lowers_the_loss_and_keeps_the_projection():
     assert losses.shape == (2,)
     assert losses[1] < losses[0]
     torch.testing.assert_close(clf.projection.detach(), projection)
+
+
+def test_filter_response_without_autograd_equals_the_differentiable_path():
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(3, 5, 7, 6, generator=gen)
+    for k in (3, 4):
+        filt = torch.randn(1, 5, k, k, generator=gen)
+        with torch.no_grad():
+            fast = filter_response(x, filt)
+        differentiable = filter_response(x, filt.clone().requires_grad_(True))
+        torch.testing.assert_close(fast, differentiable.detach(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_filter_response_adjoint_is_the_transpose(k):
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(3, 5, 7, 6, generator=gen, dtype=torch.float64)
+    filt = torch.randn(1, 5, k, k, generator=gen, dtype=torch.float64)
+    q = torch.randn(3, 7, 6, generator=gen, dtype=torch.float64)
+    adjoint = filter_response_adjoint(x, q, k)
+    # <A w, q> = <w, A^T q>, and A^T q is the gradient of <A w, q> in w.
+    torch.testing.assert_close((filter_response(x, filt) * q).sum(), (filt * adjoint).sum())
+    leaf = filt.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad((filter_response(x, leaf) * q).sum(), leaf)
+    torch.testing.assert_close(adjoint, grad)
+
+
+def test_closed_form_filter_update_equals_the_generic_solver():
+    # Scores on both sides of 0, so that the PELU's slope varies across the samples.
+    x, labels, weights = _toy_problem(seed=2)
+    config = ClassifierConfig(in_channels=16, projection_dim=8)
+    clf = AtomClassifier(config, torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        clf.filter.mul_(50.0)
+        z = clf.project(x)
+    scores = filter_response(z, clf.filter.detach())
+    assert (scores > 0).any() and (scores < -0.05).any()
+    generic = conjugate_gradient(
+        lambda p: classifier_residuals(p[0], None, z, labels, weights, config),
+        [clf.filter.detach()],
+        5,
+        beta="polak-ribiere",
+    )
+    losses = update_filter(clf, z, labels, weights, cg_iters=5, final_loss=True)
+    torch.testing.assert_close(clf.filter.detach(), generic.params[0], rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(losses, generic.losses, rtol=1e-4, atol=1e-6)
 
 
 def test_classifier_round_trip(tmp_path):

@@ -7,12 +7,14 @@ import torch
 from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
 from ebmtrack.ops.crop import crop_square
 from ebmtrack.tracking.atom.augment import augmented_crops, dropout_copies
+from ebmtrack.tracking.atom.iou_gradient import IoUGradient
 from ebmtrack.tracking.atom.localize import localize, upsample_scores
 from ebmtrack.tracking.atom.memory import SampleMemory
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.tracking.atom.refine import (
     ascend_iou,
     feature_window,
+    fold_iou_net,
     jitter_proposals,
     select_box,
 )
@@ -145,6 +147,66 @@ def test_a_feature_window_gives_the_same_ious_as_the_whole_map(net_and_features)
     offset = torch.tensor([c0 * 16.0, r0 * 16.0, 0.0, 0.0])
     part = net.predict_iou(modulation, net.test_features(window), (boxes - offset)[None])
     torch.testing.assert_close(part, full, rtol=1e-4, atol=1e-5)
+
+
+def test_folded_iou_net_gives_the_same_features_ious_and_gradients(net_and_features):
+    net, feats, modulation = net_and_features
+    # Non-trivial BatchNorm statistics, so that folding has something to fold.
+    trained = AtomIoUNet(net.config).eval().requires_grad_(False)
+    trained.load_state_dict(net.state_dict())
+    gen = torch.Generator().manual_seed(7)
+    for module in trained.modules():
+        if isinstance(module, torch.nn.BatchNorm2d | torch.nn.BatchNorm1d):
+            module.running_mean.normal_(0.0, 0.5, generator=gen)
+            module.running_var.uniform_(0.5, 2.0, generator=gen)
+            module.bias.normal_(0.0, 0.2, generator=gen)
+    folded = fold_iou_net(trained)
+    assert not any(
+        isinstance(m, torch.nn.BatchNorm2d | torch.nn.BatchNorm1d) for m in folded.modules()
+    )
+    test, test_folded = trained.test_features(feats), folded.test_features(feats)
+    for a, b in zip(test, test_folded):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+    boxes = jitter_proposals(torch.tensor([40.0, 40.0, 40.0, 40.0]), 7, 0.5, 0.5, gen)
+    grads = []
+    for model, features in ((trained, test), (folded, test_folded)):
+        leaf = boxes.clone().requires_grad_(True)
+        with torch.enable_grad():
+            ious = model.predict_iou(modulation, features, leaf[None])
+            grads.append(torch.autograd.grad(ious.sum(), leaf)[0])
+        grads.append(ious.detach())
+    torch.testing.assert_close(grads[3], grads[1], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(grads[2], grads[0], rtol=1e-4, atol=1e-5)
+    # The original is untouched (its weights are what gets saved).
+    assert any(isinstance(m, torch.nn.BatchNorm1d) for m in trained.modules())
+
+
+def test_closed_form_iou_gradient_equals_autograd(net_and_features):
+    net, feats, modulation = net_and_features
+    folded = fold_iou_net(net)
+    # A non-square map, so that the x and y axes cannot be swapped unnoticed.
+    feats = [feats[0][..., :14], feats[1][..., :7]]
+    modulated = folded.modulate(modulation, folded.test_features(feats))
+    gen = torch.Generator().manual_seed(11)
+    boxes = jitter_proposals(torch.tensor([40.0, 44.0, 36.0, 40.0]), 12, 0.5, 0.5, gen)
+    # Partly outside the map, wholly outside, and of zero width (zero IoU term, zero gradient).
+    extra = torch.tensor([[-10.0, 90.0, 50.0, 60.0], [300.0, 5.0, 20.0, 30.0], [50, 50, 0, 20]])
+    boxes = torch.cat([boxes, extra])
+    leaf = boxes.clone().requires_grad_(True)
+    with torch.enable_grad():
+        expected = folded.predict_iou_modulated(modulated, leaf[None])[0]
+        (expected_grad,) = torch.autograd.grad(expected.sum(), leaf)
+    ious, grad = IoUGradient(folded, modulated)(boxes)
+    torch.testing.assert_close(ious, expected.detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(grad, expected_grad, rtol=1e-4, atol=1e-7)
+    assert grad[:12].abs().min() > 0 and (grad[-2:-1] == 0).all()
+    with pytest.raises(ValueError, match="fold_iou_net"):
+        IoUGradient(net, modulated)
+    # The ascent takes the same steps either way.
+    test = folded.test_features(feats)
+    slow = ascend_iou(folded, modulation, test, boxes[:12], steps=5, step_length=2.0)
+    fast = ascend_iou(folded, modulation, test, boxes[:12], 5, 2.0, closed_form=True)
+    torch.testing.assert_close(fast, slow, rtol=1e-4, atol=1e-4)
 
 
 def test_feature_window_covers_the_boxes_plus_margin():

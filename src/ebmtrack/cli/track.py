@@ -48,6 +48,12 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--onnx", action="store_true", help="atom: run the backbone with ONNX Runtime"
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (default 1, the fastest on a busy machine; 0 = torch's default)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
@@ -107,6 +113,12 @@ def run(args: argparse.Namespace) -> int:
     from ebmtrack.evaluation.render import Mp4Writer, draw_track
     from ebmtrack.tracking.base import validate_box
 
+    if args.threads < 0:
+        raise CLIError(f"--threads must be >= 0, got {args.threads}")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     init = _parse_box(args.init)
     frames, count, fps = _frames(args.source)
     first = next(frames, None)

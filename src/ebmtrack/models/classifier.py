@@ -25,13 +25,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ebmtrack.optim import conjugate_gradient, gauss_newton_cg
+from ebmtrack.optim import gauss_newton_cg, solve_linearized
 
 __all__ = [
     "AtomClassifier",
     "ClassifierConfig",
+    "FilterLinearization",
     "classifier_residuals",
     "filter_response",
+    "filter_response_adjoint",
     "fit_classifier",
     "gaussian_labels",
     "pelu",
@@ -80,25 +82,64 @@ def filter_response(features: Tensor, filt: Tensor) -> Tensor:
     """Correlate ``features`` (B, C, H, W) with ``filt`` (1, C, k, k) -> (B, H, W).
 
     Padding ``k // 2`` and, for even ``k``, the trailing row and column dropped, so that the
-    output keeps the input size; see the module docstring for where each output cell sits.
+    output keeps the input size; see the module docstring for where each output cell sits:
+    ``out[b, i, j] = sum_{c, dy, dx} filt[0, c, dy, dx] * x[b, c, i + dy - pad, j + dx - pad]``
+    with ``x = features``, zero outside the map.
 
     Computed as one matrix product giving the k*k per-offset maps (B, k*k, H, W), zero-padded,
-    then summed over a strided view that shifts map (dy, dx) by (dy, dx). Same arithmetic as a
-    convolution, but its first and second derivatives (which the Gauss-Newton solver takes by
-    double backprop) are matrix products and one strided sum: several times faster on a CPU
-    than the double backward of a convolution with a single output channel.
+    then summed with map (dy, dx) shifted by (dy, dx). Same arithmetic as a convolution, but its
+    first and second derivatives (which the Gauss-Newton solver takes by double backprop) are
+    matrix products and one strided sum: several times faster on a CPU than the double backward
+    of a convolution with a single output channel. When no gradient is needed the shifted maps
+    are added in place into one buffer instead, which is about twice as fast as the strided sum.
     """
     batch, channels, height, width = features.shape
     k = filt.shape[-1]
     pad = k // 2
     weights = filt.reshape(channels, k * k).t()
     maps = torch.matmul(weights, features.reshape(batch, channels, height * width))
-    maps = F.pad(maps.reshape(batch, k * k, height, width), (pad, pad, pad, pad)).contiguous()
+    maps = maps.reshape(batch, k * k, height, width)
+    if not (torch.is_grad_enabled() and (features.requires_grad or filt.requires_grad)):
+        # out[i, j] gets maps[dy, dx][i + dy - pad, j + dx - pad]: add each map at (pad-dy, pad-dx).
+        out = maps.new_zeros(batch, height + 2 * pad, width + 2 * pad)
+        for tap in range(k * k):
+            dy, dx = divmod(tap, k)
+            out[:, 2 * pad - dy : 2 * pad - dy + height, 2 * pad - dx : 2 * pad - dx + width] += (
+                maps[:, tap]
+            )
+        return out[:, pad : pad + height, pad : pad + width]
+    maps = F.pad(maps, (pad, pad, pad, pad)).contiguous()
     cols = width + 2 * pad
     plane = (height + 2 * pad) * cols
     # view[b, dy, dx, i, j] = maps[b, dy * k + dx, i + dy, j + dx]
     strides = (k * k * plane, k * plane + cols, plane + 1, cols, 1)
     return maps.as_strided((batch, k, k, height, width), strides).sum(dim=(1, 2))
+
+
+def filter_response_adjoint(features: Tensor, grad_output: Tensor, filter_size: int) -> Tensor:
+    """The adjoint of :func:`filter_response` in the filter: (B, C, H, W), (B, H, W) -> (1, C, k, k)
+
+    ``<filter_response(x, w), q> = <w, filter_response_adjoint(x, q, k)>`` for every ``w``: the
+    gradient of ``sum(q * filter_response(x, w))`` with respect to ``w``, without autograd.
+    Tap ``(dy, dx)`` pairs feature ``(u, v)`` with ``q[u - dy + pad, v - dx + pad]``: the k*k
+    shifted windows of the zero-padded ``q`` are stacked, and one matrix product per sample
+    contracts them with the features.
+    """
+    batch, channels, height, width = features.shape
+    k = filter_size
+    pad = k // 2
+    padded = F.pad(grad_output, (pad, pad, pad, pad))
+    taps = torch.stack(
+        [
+            padded[:, 2 * pad - dy : 2 * pad - dy + height, 2 * pad - dx : 2 * pad - dx + width]
+            for dy in range(k)
+            for dx in range(k)
+        ],
+        dim=1,
+    )
+    taps = taps.reshape(batch, k * k, height * width).transpose(1, 2)
+    grad = torch.matmul(features.reshape(batch, channels, height * width), taps).sum(dim=0)
+    return grad.reshape(1, channels, k, k)
 
 
 def project(features: Tensor, projection: Tensor) -> Tensor:
@@ -224,6 +265,64 @@ def fit_classifier(
     return losses
 
 
+class FilterLinearization:
+    """The filter-only residuals of eq. 3 linearised at ``filt``, with closed-form Jacobian
+    products (the interface of :class:`ebmtrack.optim.Linearization`).
+
+    With the projection fixed the data residual is ``sqrt(gamma) * (pelu(A w) - y)`` with ``A``
+    the linear map :func:`filter_response`, so ``J = diag(sqrt(gamma) pelu'(A w)) A`` stacked on
+    ``sqrt(lambda2) I``: ``J p`` is one filter response and ``J^T q`` one
+    :func:`filter_response_adjoint`, each a single pass over the samples, instead of the double
+    backward of the generic solver. Same math, several times fewer passes (tested equal).
+
+    Args:
+        filt: (1, D, k, k) filter ``w2`` (the linearisation point).
+        projected: (M, D, H, W) projected samples; labels (M, H, W); weights (M,).
+        config: the loss weights.
+    """
+
+    def __init__(
+        self,
+        filt: Tensor,
+        projected: Tensor,
+        labels: Tensor,
+        weights: Tensor,
+        config: ClassifierConfig,
+    ) -> None:
+        self.samples = projected
+        self.filter_size = filt.shape[-1]
+        self.reg_scale = math.sqrt(config.filter_reg)
+        scores = filter_response(projected, filt)
+        alpha = config.pelu_alpha
+        sqrt_weights = weights.sqrt()[:, None, None]
+        data = sqrt_weights * (pelu(scores, alpha) - labels)
+        reg = self.reg_scale * filt
+        # d pelu(t) / dt: 1 for t > 0, exp(t / alpha) below (both 1 at 0).
+        slope = torch.exp(scores.clamp(max=0) / alpha)
+        self.row_scale = sqrt_weights * slope
+        self._loss = 0.5 * (data.pow(2).sum() + reg.pow(2).sum())
+        self._gradient = self.vjp([data, reg])
+
+    def loss(self) -> Tensor:
+        """1/2 ||r||^2 at the linearisation point."""
+        return self._loss
+
+    def gradient(self) -> list[Tensor]:
+        """J^T r, the gradient of the loss with respect to the filter."""
+        return self._gradient
+
+    def jvp(self, direction: list[Tensor]) -> list[Tensor]:
+        """J p for ``[p]`` (1, D, k, k) -> [data (M, H, W), regularisation (1, D, k, k)]."""
+        (step,) = direction
+        return [self.row_scale * filter_response(self.samples, step), self.reg_scale * step]
+
+    def vjp(self, vector: list[Tensor]) -> list[Tensor]:
+        """J^T q for q = [data (M, H, W), regularisation (1, D, k, k)] -> [(1, D, k, k)]."""
+        data, reg = vector
+        adjoint = filter_response_adjoint(self.samples, self.row_scale * data, self.filter_size)
+        return [adjoint + self.reg_scale * reg]
+
+
 def update_filter(
     classifier: AtomClassifier,
     projected: Tensor,
@@ -234,21 +333,23 @@ def update_filter(
 ) -> Tensor:
     """Online update: the filter only, ``cg_iters`` Polak-Ribiere CG steps on one linearisation.
 
-    ``projected`` (M, D, H, W) are samples already passed through the projection. Returns the
+    ``projected`` (M, D, H, W) are samples already passed through the projection. The same
+    iterations as :func:`ebmtrack.optim.conjugate_gradient` on :func:`classifier_residuals`
+    (tested equal), with the Jacobian products of :class:`FilterLinearization`. Returns the
     losses 1/2 ||r||^2: (1,) before the update, (2,) before and after with ``final_loss``.
     """
+    if cg_iters < 0:
+        raise ValueError(f"cg_iters must be >= 0, got {cg_iters}")
     config = classifier.config
-
-    def residuals(params: list[Tensor]) -> list[Tensor]:
-        return classifier_residuals(params[0], None, projected, labels, weights, config)
-
-    params, losses = conjugate_gradient(
-        residuals,
-        [classifier.filter.detach()],
-        cg_iters,
-        beta="polak-ribiere",
-        final_loss=final_loss,
-    )
     with torch.no_grad():
-        classifier.filter.copy_(params[0])
-    return losses
+        filt = classifier.filter.detach()
+        lin = FilterLinearization(filt, projected, labels, weights, config)
+        (step,) = solve_linearized(lin, cg_iters, None, "polak-ribiere")
+        classifier.filter.copy_(filt + step)
+        losses = [lin.loss()]
+        if final_loss:
+            residuals = classifier_residuals(
+                classifier.filter, None, projected, labels, weights, config
+            )
+            losses.append(0.5 * sum(r.pow(2).sum() for r in residuals))
+    return torch.stack(losses)

@@ -5,6 +5,13 @@ from ebmtrack.optim.gauss_newton import (
     OptimResult,
     conjugate_gradient,
     gauss_newton_cg,
+    solve_linearized,
 )
 
-__all__ = ["Linearization", "OptimResult", "conjugate_gradient", "gauss_newton_cg"]
+__all__ = [
+    "Linearization",
+    "OptimResult",
+    "conjugate_gradient",
+    "gauss_newton_cg",
+    "solve_linearized",
+]

@@ -126,11 +126,13 @@ def _check_options(preconditioner, params: Sequence[Tensor], beta: str, **counts
         )
 
 
-def _solve_step(
+def solve_linearized(
     lin: Linearization, cg_iters: int, preconditioner: Sequence[Tensor | float] | None, beta: str
 ) -> list[Tensor]:
     """Minimise 1/2 ||r + J dw||^2 over dw with ``cg_iters`` (preconditioned) CG iterations.
 
+    ``lin`` is a :class:`Linearization` or any object with the same ``gradient()``, ``jvp(v)``
+    and ``vjp(q)`` methods (e.g. a problem whose Jacobian products have a closed form).
     Starts from dw = 0 with a fresh search direction. No data-dependent branches (no host
     synchronisation on GPUs): a zero curvature or residual gives a zero step instead.
     """
@@ -227,7 +229,7 @@ def gauss_newton_cg(
     for _ in range(gn_iters):
         lin = Linearization(residuals, params)
         losses.append(lin.loss())
-        step = _solve_step(lin, cg_iters, preconditioner, beta)
+        step = solve_linearized(lin, cg_iters, preconditioner, beta)
         params = [p + s.detach() for p, s in zip(params, step)]
         del lin  # free the graphs before the next linearisation
     if final_loss or not losses:

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ebmtrack.models.backbones import optimize_for_inference
 from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.classifier import (
     AtomClassifier,
@@ -37,7 +38,13 @@ from ebmtrack.tracking.atom.augment import augmented_crops, dropout_copies
 from ebmtrack.tracking.atom.localize import localize, upsample_scores
 from ebmtrack.tracking.atom.memory import SampleMemory
 from ebmtrack.tracking.atom.params import AtomParams
-from ebmtrack.tracking.atom.refine import ascend_iou, feature_window, jitter_proposals, select_box
+from ebmtrack.tracking.atom.refine import (
+    ascend_iou,
+    feature_window,
+    fold_iou_net,
+    jitter_proposals,
+    select_box,
+)
 from ebmtrack.tracking.base import TrackResult, TrackStatus, validate_box
 
 __all__ = ["AtomTracker", "as_rgb", "normalize_features"]
@@ -91,6 +98,13 @@ class AtomTracker:
             ``params.use_iou_net``.
         params: :class:`AtomParams`; its ``backbone`` name is informational here.
 
+    For speed the tracker runs private copies with BatchNorm folded in: the eager backbone via
+    :func:`~ebmtrack.models.backbones.optimize_for_inference` (channels-last too) and the IoU-Net's
+    per-frame layers via :func:`~ebmtrack.tracking.atom.refine.fold_iou_net`, whose ascent takes
+    closed-form gradients (:class:`~ebmtrack.tracking.atom.iou_gradient.IoUGradient`). The same
+    numbers up to float rounding; the modules passed in are only moved to ``device`` and set to
+    eval mode.
+
     After each :meth:`track` call, ``last_timings`` holds the seconds spent in ``crop`` (search
     region), ``backbone``, ``classifier`` (scores and localisation), ``iou`` (box refinement)
     and ``update`` (memory and filter training); on CUDA they include no synchronisation, so
@@ -126,6 +140,8 @@ class AtomTracker:
         self.iou_layers: tuple[str, str] = tuple(backbone.default_layers)
         if self.iou_net is not None:
             self._check_iou_net(backbone, self.iou_net)
+        # Per-frame copy with BatchNorm folded (the reference branch runs once, on iou_net).
+        self._iou_head = fold_iou_net(self.iou_net) if self.iou_net is not None else None
         layers = (
             (*self.iou_layers, self.classifier_layer) if self.iou_net else (self.classifier_layer,)
         )
@@ -133,7 +149,9 @@ class AtomTracker:
         if params.backbone_runtime == "onnx":
             self._extract = backbone.to_onnx_runtime(self.layers)
         else:
-            self._extract = functools.partial(self.backbone, layers=self.layers)
+            # BatchNorm folded and channels-last: same features, about 1.5x faster on a CPU.
+            fast = optimize_for_inference(self.backbone)
+            self._extract = functools.partial(fast, layers=self.layers)
         self.last_timings: dict[str, float] = {}
         self._image = torch.empty(1, 3, params.search_size, params.search_size, device=self.device)
         self._state: _State | None = None
@@ -317,7 +335,7 @@ class AtomTracker:
         )
         # no_grad, not inference_mode: the outputs must be usable by the ascent's autograd.
         with torch.no_grad():
-            test_features = self.iou_net.test_features(
+            test_features = self._iou_head.test_features(
                 [
                     fine[..., r0 * ratio : r1 * ratio, c0 * ratio : c1 * ratio].contiguous(),
                     coarse[..., r0:r1, c0:c1].contiguous(),
@@ -327,12 +345,13 @@ class AtomTracker:
             [c0 * coarse_stride, r0 * coarse_stride, 0.0, 0.0], device=self.device
         )
         boxes, ious = ascend_iou(
-            self.iou_net,
+            self._iou_head,
             self._state.modulation,
             test_features,
             proposals - offset,
             params.iou_steps,
             params.iou_step_length,
+            closed_form=True,
         )
         best = select_box(boxes + offset, ious, params.iou_top_k, params.max_aspect_ratio)
         return None if best is None else best.double().cpu().numpy()
