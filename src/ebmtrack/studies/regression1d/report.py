@@ -125,7 +125,7 @@ def plot_figure2(results: list[dict], epochs: int, path: Path) -> bool:
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("number of samples M")
-    ax.set_ylabel("D_KL (mean of best 5, both data sets)")
+    ax.set_ylabel("D_KL (mean of best <=5 runs, both sets)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -184,7 +184,7 @@ def plot_densities(
         fig.suptitle(f"data set {dataset}: p(y|x) (x horizontal, y vertical)")
         fig.tight_layout()
         path = Path(out_dir) / f"densities_d{dataset}.png"
-        fig.savefig(path, dpi=90)
+        fig.savefig(path, dpi=72)
         plt.close(fig)
         written.append(path)
     return written
