@@ -23,7 +23,9 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("--out", required=True, type=Path, help="run folder")
     parser.add_argument(
-        "--preset", default="atom-r18", help="starting config: atom-r18 (default), synthetic-smoke"
+        "--preset",
+        default="atom-r18",
+        help="starting config: atom-r18 (default), synthetic-smoke, default-cpu",
     )
     parser.add_argument("--config", type=Path, help="YAML/JSON file of config values to apply")
     parser.add_argument(

@@ -211,6 +211,13 @@ class BoxRegressionModule(nn.Module):
         both = self.features(torch.cat([batch["ref_image"], batch["test_image"]]))
         ref_feats = [feat[: len(feat) // 2] for feat in both]
         test_feats = [feat[len(feat) // 2 :] for feat in both]
+        return self.head_loss(ref_feats, test_feats, batch)
+
+    def head_loss(
+        self, ref_feats: list[Tensor], test_feats: list[Tensor], batch: dict[str, Tensor]
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """The loss and stats of :meth:`forward` from the backbone's features of both crops
+        (lets a module that reads cached features share everything after the backbone)."""
         modulation = self.iou_net.modulation(ref_feats, batch["ref_box"])
         test_features = self.iou_net.test_features(test_feats)
         stats = {}

@@ -11,6 +11,12 @@ Presets (:data:`PRESETS`):
   pairs, batch 64, Adam 1e-3 with x0.2 every 15 epochs, MSE on 2 * IoU - 1.
 - ``synthetic-smoke``: the same pipeline at toy size on generated sequences: random-weight
   MobileNetV2, 96-pixel crops, a quarter-width head, two epochs of 32 pairs; runs in seconds.
+- ``default-cpu``: the model shipped with ebmtrack, trained on a shared 2-core CPU in 12 (MSE)
+  to 25 (EBM losses) minutes after an 8-minute feature cache: ImageNet MobileNetV2 (frozen,
+  features cached once), the tracker's 288-pixel crops, a half-width head, real sequences of
+  ``data.sequence_folder`` minus the held-out fold (:data:`DEFAULT_HOLDOUT`), still frames and
+  generated sequences textured with real images (:mod:`ebmtrack.training.presets.default_cpu`);
+  validation on the held-out sequences.
 
 Choosing an EBM loss (``loss.name``, e.g. ``nce+`` or ``kld-is``) trains the same head with the
 BMVC 2020 recipe of that loss (:data:`~ebmtrack.training.box_regression.EBM_RECIPES`).
@@ -32,10 +38,21 @@ from .box_regression import BoxLossConfig, BoxRegressionModule
 from .checkpoint import latest_checkpoint
 from .config import TrainerConfig, config_to_dict, save_config
 from .distributed import DistributedContext, init_distributed
+from .feature_cache import (
+    CachedBoxRegressionModule,
+    CachedPairs,
+    FeatureCacheConfig,
+    build_feature_cache,
+)
 from .trainer import EpochResult, Trainer
 
 CONFIG_FILE = "config.yaml"
 MODEL_FILE = "iou_net.safetensors"
+FEATURES_FOLDER = "features"
+
+DEFAULT_HOLDOUT = ("Couple", "Crossing", "Jumping", "MotorRolling", "bag")
+"""Sequences of the shared test folder that ``default-cpu`` never trains on (validation and the
+refinement study use them); ``Couple`` is the clip of ``ebmtrack demo``."""
 
 
 @dataclass
@@ -54,6 +71,12 @@ class DataConfig:
             instead of the folders.
         synthetic: how the generated sequences look.
         max_gap: largest distance in frames between the two frames of a pair.
+        sequence_folder: a folder of OTB/VOT-style sequences to train on instead of ``roots``,
+            together with still frames of them and, if ``synthetic_sequences`` > 0, generated
+            sequences textured with real images (``weights`` keys: ``sequences``, ``stills``,
+            ``synthetic``; :mod:`ebmtrack.training.presets.default_cpu`).
+        holdout: names of ``sequence_folder``'s sequences left out of training; validation pairs
+            come from them.
     """
 
     roots: dict[str, str] = field(default_factory=dict)
@@ -63,6 +86,8 @@ class DataConfig:
     synthetic_sequences: int = 0
     synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
     max_gap: int = 50
+    sequence_folder: str | None = None
+    holdout: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -80,6 +105,8 @@ class ExperimentConfig:
         data: the data sets.
         loss: the box loss.
         trainer: the training loop.
+        feature_cache: compute the frozen backbone's features once per pair
+            (:mod:`ebmtrack.training.feature_cache`).
     """
 
     preset: str = "atom-r18"
@@ -92,6 +119,7 @@ class ExperimentConfig:
     data: DataConfig = field(default_factory=DataConfig)
     loss: BoxLossConfig = field(default_factory=BoxLossConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    feature_cache: FeatureCacheConfig = field(default_factory=FeatureCacheConfig)
 
 
 def _atom_r18() -> ExperimentConfig:
@@ -123,9 +151,36 @@ def _synthetic_smoke() -> ExperimentConfig:
     )
 
 
+def _default_cpu() -> ExperimentConfig:
+    return ExperimentConfig(
+        preset="default-cpu",
+        backbone="mobilenetv2",
+        head_width=0.5,  # IoUNetConfig.for_backbone's width for the mobile backbones
+        head_dims=128,
+        data=DataConfig(
+            sequence_folder="../shared/data/sequences",
+            holdout=list(DEFAULT_HOLDOUT),
+            synthetic_sequences=400,
+            weights={"sequences": 1.0, "stills": 0.5, "synthetic": 1.0},
+        ),
+        feature_cache=FeatureCacheConfig(enabled=True, train_pairs=2048),
+        trainer=TrainerConfig(
+            epochs=4,
+            samples_per_epoch=2048,
+            batch_size=16,
+            lr_step_epochs=3,
+            val_every=1,
+            val_samples=256,
+            num_workers=0,
+            shuffle=False,  # CachedPairs orders each pass itself
+        ),
+    )
+
+
 PRESETS: dict[str, Callable[[], ExperimentConfig]] = {
     "atom-r18": _atom_r18,
     "synthetic-smoke": _synthetic_smoke,
+    "default-cpu": _default_cpu,
 }
 
 
@@ -137,7 +192,8 @@ def preset_config(name: str) -> ExperimentConfig:
 
 
 def build_module(config: ExperimentConfig) -> BoxRegressionModule:
-    """Frozen backbone + freshly initialized IoU-Net + loss.
+    """Frozen backbone + freshly initialized IoU-Net + loss (reading cached features when
+    ``feature_cache.enabled``).
 
     Random initializations (the head's, and the backbone's without pretrained weights) are seeded
     by ``trainer.seed``, so the module is a function of the config (checkpoints do not store the
@@ -158,18 +214,38 @@ def build_module(config: ExperimentConfig) -> BoxRegressionModule:
         backbone=config.backbone,
         feature_layers=layers,
     )
-    return BoxRegressionModule(backbone, AtomIoUNet(head), config.loss, layers)
+    module_type = CachedBoxRegressionModule if config.feature_cache.enabled else BoxRegressionModule
+    return module_type(backbone, AtomIoUNet(head), config.loss, layers)
 
 
-def build_datasets(config: ExperimentConfig) -> tuple[Dataset, Dataset | None]:
-    """``(train, val)`` pair data sets (``val`` None without validation data)."""
+def build_datasets(
+    config: ExperimentConfig, num_pairs: int | None = None
+) -> tuple[Dataset, Dataset | None]:
+    """``(train, val)`` pair data sets (``val`` None without validation data).
+
+    ``num_pairs``: length of the training set (default ``epochs * samples_per_epoch``).
+    """
     from ebmtrack.data.sampler import TrackingPairs, load_training_sets
 
     data, seed, trainer = config.data, config.trainer.seed, config.trainer
     samples = trainer.samples_per_epoch or trainer.batch_size
-    num_pairs = trainer.epochs * samples
+    num_pairs = num_pairs or trainer.epochs * samples
     val_pairs = trainer.val_samples or trainer.batch_size
     common = {"processing": config.processing, "max_gap": data.max_gap}
+    if data.sequence_folder is not None:
+        from .presets.default_cpu import SOURCES, local_sources
+
+        unknown = sorted(set(data.weights) - set(SOURCES))
+        if unknown:
+            raise ValueError(f"data.weights names {unknown}; valid with sequence_folder: {SOURCES}")
+        sources, held_out = local_sources(
+            data.sequence_folder, data.holdout, data.synthetic_sequences, seed
+        )
+        weights = [float(data.weights.get(name, 1.0)) for name in sources]
+        train = TrackingPairs(
+            list(sources.values()), weights, num_pairs=num_pairs, seed=seed, **common
+        )
+        return train, TrackingPairs([held_out], num_pairs=val_pairs, seed=seed + 1, **common)
     if data.synthetic_sequences > 0:
         # Validation sequences come from another seed: targets and textures never seen in training.
         train_seqs = SyntheticSequences(data.synthetic_sequences, data.synthetic, seed=seed)
@@ -200,6 +276,35 @@ def build_datasets(config: ExperimentConfig) -> tuple[Dataset, Dataset | None]:
     return train, val
 
 
+def _cached_datasets(
+    config: ExperimentConfig, module: BoxRegressionModule, run_dir: Path, progress: bool
+) -> tuple[Dataset, Dataset | None]:
+    """Training and validation pairs read from a feature cache, built first where missing."""
+    import json
+
+    cache = config.feature_cache
+    folder = Path(cache.folder) if cache.folder else run_dir / FEATURES_FOLDER
+    # Everything the stored crops and features depend on; the loss and the loop do not matter.
+    made_from = config_to_dict(config)
+    ignored = ("preset", "loss", "trainer", "feature_cache")
+    key = {name: value for name, value in made_from.items() if name not in ignored}
+    key = json.dumps({**key, "seed": config.trainer.seed}, sort_keys=True)
+    train_pairs, val_pairs = build_datasets(config, num_pairs=cache.train_pairs)
+    options = {"key": key, "chunk_size": cache.chunk_size, "batch_size": cache.batch_size}
+    progress = progress and config.trainer.progress
+    train_cache = build_feature_cache(
+        train_pairs, module, folder / "train", **options, progress=progress
+    )
+    trainer = config.trainer
+    samples = trainer.samples_per_epoch or trainer.batch_size
+    train = CachedPairs(train_cache, config.processing, trainer.epochs * samples, trainer.seed)
+    if val_pairs is None:
+        return train, None
+    val_cache = build_feature_cache(val_pairs, module, folder / "val", **options, progress=progress)
+    val = CachedPairs(val_cache, config.processing, len(val_pairs), trainer.seed + 1)
+    return train, val
+
+
 def run_experiment(
     config: ExperimentConfig,
     run_dir: str | Path,
@@ -226,7 +331,12 @@ def run_experiment(
     if context.is_main:
         save_config(config, run_dir / CONFIG_FILE)
     module = build_module(config)
-    train, val = build_datasets(config)
+    if config.feature_cache.enabled:
+        if context.world_size > 1:
+            raise ValueError("feature_cache.enabled needs a single process (build the cache once)")
+        train, val = _cached_datasets(config, module, run_dir, context.is_main)
+    else:
+        train, val = build_datasets(config)
     trainer = Trainer(
         module,
         train,

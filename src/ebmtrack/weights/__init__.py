@@ -1,0 +1,48 @@
+"""Weights shipped inside the package: the default tracker's IoU-Net and MobileNetV2's ImageNet
+features (see ``README.md`` in this folder for how they were made, checksums and licences)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["DefaultModel", "default_model"]
+
+FOLDER = Path(__file__).resolve().parent
+RECORD_FILE = "default_model.json"
+
+
+@dataclass(frozen=True)
+class DefaultModel:
+    """The shipped default model.
+
+    Attributes:
+        iou_net: the IoU-Net file (:func:`ebmtrack.models.serialization.load_model`).
+        backbone: its backbone's name.
+        backbone_weights: the backbone's ImageNet weights (safetensors, feature layers).
+        tracker_params: :class:`~ebmtrack.tracking.atom.params.AtomParams` values the head was
+            evaluated with (its box-refinement step length and steps).
+        record: the whole JSON record (loss, data, numbers, sha256 of every file).
+    """
+
+    iou_net: Path
+    backbone: str
+    backbone_weights: Path
+    tracker_params: dict
+    record: dict
+
+
+def default_model() -> DefaultModel | None:
+    """The shipped model, or None if this installation has none."""
+    path = FOLDER / RECORD_FILE
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    return DefaultModel(
+        iou_net=FOLDER / record["iou_net"],
+        backbone=record["backbone"],
+        backbone_weights=FOLDER / record["backbone_weights"],
+        tracker_params=dict(record["tracker_params"]),
+        record=record,
+    )
