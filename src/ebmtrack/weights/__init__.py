@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DefaultModel", "default_model"]
+__all__ = ["DefaultModel", "default_model", "shipped_backbone_weights"]
 
 FOLDER = Path(__file__).resolve().parent
 RECORD_FILE = "default_model.json"
@@ -46,3 +46,13 @@ def default_model() -> DefaultModel | None:
         tracker_params=dict(record["tracker_params"]),
         record=record,
     )
+
+
+def shipped_backbone_weights(backbone: str) -> tuple[Path, str] | None:
+    """(path, sha256) of the ImageNet weights shipped for ``backbone``, or None if none ship."""
+    model = default_model()
+    if model is None or model.backbone != backbone or not model.backbone_weights.is_file():
+        return None
+    digests = {entry["file"]: entry["sha256"] for entry in model.record.get("files", [])}
+    sha256 = digests.get(model.backbone_weights.name)
+    return (model.backbone_weights, sha256) if sha256 else None

