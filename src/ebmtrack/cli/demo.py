@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ebmtrack.cli.main import add_threads_argument
+
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -29,12 +31,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--max-frames", type=int, help="track only the first N frames (default: all)"
     )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="torch CPU threads (default 1; 0 = torch's default, one per core)",
-    )
+    add_threads_argument(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 

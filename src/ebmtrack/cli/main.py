@@ -19,6 +19,28 @@ class CLIError(Exception):
     """A user error: printed as one line on stderr, exit status 2, no traceback."""
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (argparse prints the one-line error otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
+def add_threads_argument(parser: argparse.ArgumentParser) -> None:
+    """``--threads N`` for commands that track: one torch thread by default, because on a busy
+    2-core machine two threads ran 8-40x slower than one (docs/demo.md)."""
+    parser.add_argument(
+        "--threads",
+        type=non_negative_int,
+        default=1,
+        help="torch CPU threads (default 1, the fastest on a busy machine; 0 = torch's default)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ebmtrack import __version__
 

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Iterator
 from pathlib import Path
 
-from ebmtrack.cli.main import CLIError
+from ebmtrack.cli.main import CLIError, add_threads_argument
 
 
 def _parse_box(text: str) -> tuple[float, float, float, float]:
@@ -48,12 +48,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--onnx", action="store_true", help="atom: run the backbone with ONNX Runtime"
     )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="torch CPU threads (default 1, the fastest on a busy machine; 0 = torch's default)",
-    )
+    add_threads_argument(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
@@ -113,8 +108,6 @@ def run(args: argparse.Namespace) -> int:
     from ebmtrack.evaluation.render import Mp4Writer, draw_track
     from ebmtrack.tracking.base import validate_box
 
-    if args.threads < 0:
-        raise CLIError(f"--threads must be >= 0, got {args.threads}")
     if args.threads:
         import torch
 
