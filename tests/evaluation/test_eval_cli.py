@@ -60,6 +60,9 @@ def test_eval_errors_are_one_line(tmp_path, capsys):
     assert "vitTracker.onnx" in capsys.readouterr().err
     assert main(["eval", str(tmp_path / "nothing"), "--trackers", "kcf", "--out", out]) == 2
     assert "not a folder" in capsys.readouterr().err
+    argv = ["eval", str(data), "--trackers", "kcf", "--out", out, "--seen", "Square,Nope"]
+    assert main(argv) == 2
+    assert "--seen names sequences not in the data set: Nope" in capsys.readouterr().err
 
 
 def test_eval_packs_got10k_test_results(tmp_path, capsys):

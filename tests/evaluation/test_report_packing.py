@@ -46,6 +46,23 @@ def test_report_tables_json_and_plots(tmp_path):
     assert (tmp_path / "precision.png").stat().st_size > 1000
 
 
+def test_report_scores_unseen_sequences_separately(tmp_path):
+    sequences = [_sequence("a"), _sequence("b")]
+    perfect = np.tile([10.0, 10.0, 20.0, 20.0], (4, 1))
+    write_result(tmp_path, "t", 0, "a", perfect, np.full(4, 0.25))  # seen: perfect
+    write_result(tmp_path, "t", 0, "b", perfect + [10.0, 0, 0, 0], np.full(4, 0.25))
+    evaluations = evaluate_results(tmp_path, ["t"], sequences, 1, OTB_PROTOCOL)
+    report = write_report(evaluations, sequences, tmp_path, "toy", OTB_PROTOCOL, 1, seen=["a"])
+    data = json.loads((tmp_path / "metrics.json").read_text())["trackers"]["t"]
+    # The unseen mean is sequence b's alone, the overall mean both sequences'.
+    assert data["unseen_overall"]["auc"] == pytest.approx(data["sequences"]["b"]["auc"])
+    both = (data["sequences"]["a"]["auc"] + data["sequences"]["b"]["auc"]) / 2
+    assert data["overall"]["auc"] == pytest.approx(both)
+    text = report.read_text()
+    assert "no model was trained on" in text and "| a (seen) |" in text and "| b |" in text
+    assert (tmp_path / "success_unseen.png").stat().st_size > 1000
+
+
 def test_got10k_protocol_skips_first_frame_and_clips():
     gt = np.array([[0, 0, 10, 10], [0, 0, 10, 10], [-5, 0, 10, 10]], dtype=float)
     sequence = Sequence("s", ("0.jpg", "1.jpg", "2.jpg"), gt, visible=[True, True, True])

@@ -63,6 +63,13 @@ def add_parser(subparsers) -> None:
         choices=("got10k", "trackingnet"),
         help="also zip the results for the GOT-10k or TrackingNet server (OUT/TRACKER_FORMAT.zip)",
     )
+    parser.add_argument(
+        "--seen",
+        type=_names,
+        default=[],
+        help="comma-separated sequences some model was trained on: marked in the report, which "
+        "then opens with the scores over the other (unseen) sequences",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
@@ -97,6 +104,7 @@ def _command_line(args: argparse.Namespace) -> str:
         ("--split", args.split),
         ("--peer-models", args.peer_models),
         ("--pack", args.pack),
+        ("--seen", ",".join(args.seen)),
     ):
         if value:
             words += [flag, str(value)]
@@ -120,6 +128,9 @@ def run(args: argparse.Namespace) -> int:
     args.trackers = list(dict.fromkeys(args.trackers))
     layout, root = parse_dataset_spec(args.dataset)
     sequences = load_dataset(args.dataset, split=args.split, sequences=args.sequences)
+    unknown = sorted(set(args.seen) - {s.name for s in sequences})
+    if unknown:
+        raise CLIError(f"--seen names sequences not in the data set: {', '.join(unknown)}")
     specs = []
     for name, options in _tracker_options(args.option, args.trackers).items():
         if args.peer_models is not None and "model_dir" in accepted_options(name):
@@ -148,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         protocol,
         args.runs,
         _command_line(args),
+        seen=args.seen,
     )
     if args.pack:
         names = [s.name for s in sequences]

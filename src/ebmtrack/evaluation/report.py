@@ -72,6 +72,19 @@ def evaluate_results(
     return evaluations
 
 
+def restrict(evaluations: Seq[TrackerEvaluation], names: Seq[str]) -> list[TrackerEvaluation]:
+    """The same evaluations over only the sequences ``names`` (overall re-averaged; attributes
+    dropped): e.g. the sequences no model was trained on."""
+    keep = set(names)
+    restricted = []
+    for e in evaluations:
+        sequences = {n: s for n, s in e.sequences.items() if n in keep}
+        overall = average(list(sequences.values())) if sequences else None
+        runs_found = {n: r for n, r in e.runs_found.items() if n in keep}
+        restricted.append(TrackerEvaluation(e.name, sequences, {}, overall, runs_found))
+    return restricted
+
+
 def _clean(value: float) -> float | None:
     return None if value is None or not math.isfinite(value) else round(float(value), 6)
 
@@ -87,10 +100,20 @@ def _score_json(score: Score, with_curves: bool) -> dict:
 
 
 def metrics_dict(
-    evaluations: Seq[TrackerEvaluation], dataset: str, protocol: Protocol, runs: int
+    evaluations: Seq[TrackerEvaluation],
+    dataset: str,
+    protocol: Protocol,
+    runs: int,
+    seen: Seq[str] = (),
 ) -> dict:
-    """Everything :func:`write_report` writes to ``metrics.json``."""
-    return {
+    """Everything :func:`write_report` writes to ``metrics.json``; with ``seen`` (sequences a
+    model was trained on) each tracker also gets ``unseen_overall``, its mean over the others."""
+    unseen = {}
+    if seen:
+        for e in evaluations:
+            names = [n for n in e.sequences if n not in set(seen)]
+            (unseen[e.name],) = restrict([e], names)
+    data = {
         "dataset": dataset,
         "protocol": protocol.name,
         "runs": runs,
@@ -109,6 +132,13 @@ def metrics_dict(
             for e in evaluations
         },
     }
+    if seen:
+        data["seen_sequences"] = sorted(seen)
+        for name, e in unseen.items():
+            data["trackers"][name]["unseen_overall"] = (
+                _score_json(e.overall, True) if e.overall else None
+            )
+    return data
 
 
 def _fmt(value: float, percent: bool = True) -> str:
@@ -129,9 +159,8 @@ _COLUMNS = (
 )
 
 
-def markdown_tables(evaluations: Seq[TrackerEvaluation], sequence_names: Seq[str]) -> str:
-    """The overall table (sorted by AUC), per-sequence AUC and precision tables, and a
-    per-attribute AUC table when sequences have attributes. Scores in %."""
+def overall_table(evaluations: Seq[TrackerEvaluation], num_sequences: int) -> str:
+    """The overall table, sorted by AUC, scores in %."""
     ranked = sorted(
         evaluations, key=lambda e: -e.overall.summary()["auc"] if e.overall else math.inf
     )
@@ -142,9 +171,21 @@ def markdown_tables(evaluations: Seq[TrackerEvaluation], sequence_names: Seq[str
     for e in ranked:
         s = e.overall.summary() if e.overall else {}
         cells = [_fmt(s.get(k, math.nan)) for k, _ in _COLUMNS]
-        cells += [_fmt(s.get("fps", math.nan), False), f"{len(e.sequences)}/{len(sequence_names)}"]
+        cells += [_fmt(s.get("fps", math.nan), False), f"{len(e.sequences)}/{num_sequences}"]
         lines.append(f"| {e.name} | " + " | ".join(cells) + " |")
-    text = "\n".join(lines)
+    return "\n".join(lines)
+
+
+def markdown_tables(
+    evaluations: Seq[TrackerEvaluation], sequence_names: Seq[str], seen: Seq[str] = ()
+) -> str:
+    """The overall table (sorted by AUC), per-sequence AUC and precision tables (sequences in
+    ``seen`` marked "(seen)"), and a per-attribute AUC table when sequences have attributes.
+    Scores in %."""
+    ranked = sorted(
+        evaluations, key=lambda e: -e.overall.summary()["auc"] if e.overall else math.inf
+    )
+    text = overall_table(ranked, len(sequence_names))
     for key, title in (("auc", "AUC (%)"), ("precision", "precision at 20 px (%)")):
         rows = [
             f"\n\n### Per sequence: {title}\n",
@@ -156,7 +197,8 @@ def markdown_tables(evaluations: Seq[TrackerEvaluation], sequence_names: Seq[str
                 _fmt(e.sequences[name].summary()[key]) if name in e.sequences else "–"
                 for e in ranked
             ]
-            rows.append(f"| {name} | " + " | ".join(cells) + " |")
+            label = f"{name} (seen)" if name in seen else name
+            rows.append(f"| {label} | " + " | ".join(cells) + " |")
         text += "\n".join(rows)
     attributes = sorted({a for e in ranked for a in e.attributes})
     if attributes:
@@ -183,12 +225,18 @@ def write_report(
     protocol: Protocol,
     runs: int,
     command: str = "",
+    seen: Seq[str] = (),
 ) -> Path:
     """Write ``report.md``, ``metrics.json``, ``success.png`` and ``precision.png`` to
-    ``out_dir``; returns the report's path."""
+    ``out_dir``; returns the report's path.
+
+    ``seen``: names of sequences some evaluated model was trained on. They are marked in the
+    per-sequence tables, and the report opens with the overall table and success plot
+    (``success_unseen.png``) over the other sequences, where accuracy claims belong.
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    data = metrics_dict(evaluations, dataset, protocol, runs)
+    data = metrics_dict(evaluations, dataset, protocol, runs, seen)
     (out_dir / "metrics.json").write_text(json.dumps(data, indent=1) + "\n")
     scored = [e for e in evaluations if e.overall is not None]
     if scored:
@@ -215,7 +263,27 @@ def write_report(
             f"Not scored (no ground truth after the first frame; submit packed results to the "
             f"benchmark's server): {len(unscored)} sequence(s).\n"
         )
-    parts += ["## Overall\n", markdown_tables(evaluations, names) + "\n"]
+    unseen_names = [n for n in names if n not in set(seen)]
+    if seen:
+        unseen = restrict(evaluations, unseen_names)
+        parts += [
+            f"## Overall on the {len(unseen_names)} sequences no model was trained on\n",
+            f"Unseen: {', '.join(unseen_names)}. Seen (trained on by some model, marked below): "
+            f"{', '.join(n for n in names if n in set(seen))}.\n",
+            overall_table(unseen, len(unseen_names)) + "\n",
+        ]
+        unseen_scored = [e for e in unseen if e.overall is not None]
+        if unseen_scored:
+            plot_success(
+                {e.name: e.overall.success for e in unseen_scored},
+                out_dir / "success_unseen.png",
+                title=f"{dataset}, unseen sequences",
+            )
+            parts.append("![success plot, unseen sequences](success_unseen.png)\n")
+    parts += [
+        "## Overall on all sequences\n" if seen else "## Overall\n",
+        markdown_tables(evaluations, names, seen) + "\n",
+    ]
     if scored:
         parts += ["## Plots\n", "![success plot](success.png) ![precision plot](precision.png)\n"]
     problems = [f"- {e.name}: {p}" for e in evaluations for p in e.problems]
