@@ -11,6 +11,7 @@ from ebmtrack.studies.regression1d.data import sample_dataset, true_density
 from ebmtrack.studies.regression1d.kl import grid_kl_divergence
 from ebmtrack.studies.regression1d.model import Regression1dEnergy
 from ebmtrack.studies.regression1d.report import best_mean, summarize, write_tables
+from ebmtrack.studies.regression1d.train import TrainConfig, train_model
 
 
 def _gaussian(grid, mean, std):
@@ -93,6 +94,30 @@ def test_study_resumes_without_redoing_finished_runs(tmp_path):
     assert len(second) == 2
     assert "sm" in write_tables(summarize(second, 1024, 1), tmp_path)
     assert (tmp_path / "table.csv").read_text().startswith("method,kl_1,kl_2,kl_mean,s_per_epoch")
+
+
+def test_an_interrupted_run_resumes_bit_exactly_from_its_epoch_checkpoint(tmp_path):
+    config = TrainConfig(method="nce+", dataset=1, seed=3, num_samples=8, epochs=3)
+    straight, _ = train_model(config)
+
+    def stop_after_two(epoch):
+        if epoch == 2:
+            raise KeyboardInterrupt
+
+    checkpoint = tmp_path / "run.partial.pt"
+    with pytest.raises(KeyboardInterrupt):
+        train_model(config, on_epoch=stop_after_two, checkpoint=checkpoint)
+    assert torch.load(checkpoint, weights_only=True)["epoch"] == 2
+    epochs_seen = []
+    resumed, _ = train_model(config, on_epoch=epochs_seen.append, checkpoint=checkpoint)
+    assert epochs_seen == [1, 2, 3]  # progress counts the restored epochs too
+    for name, value in straight.state_dict().items():
+        assert torch.equal(value, resumed.state_dict()[name]), name
+    # A checkpoint of another run is ignored, not resumed from.
+    other, _ = train_model(
+        TrainConfig(method="nce+", seed=4, num_samples=8, epochs=3), None, checkpoint
+    )
+    assert not torch.equal(other.head_out.weight, straight.head_out.weight)
 
 
 def test_bad_study_arguments(capsys, tmp_path):

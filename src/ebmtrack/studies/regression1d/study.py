@@ -2,8 +2,10 @@
 
 Each finished run is one small JSON file (plus the trained weights as safetensors) under
 ``<out>/runs/``, written atomically, so an interrupted study resumes without redoing finished
-runs. Seeds are derived from the run's identity (method, data set, M, epochs, run index), never
-from the order in which runs happen to execute.
+runs; a run in progress also keeps its state after every epoch (``.<stem>.partial.pt``), so even
+an hours-long ML-MCMC-256 run resumes where it stopped. Seeds are derived from the run's
+identity (method, data set, M, epochs, run index), never from the order in which runs happen to
+execute.
 """
 
 from __future__ import annotations
@@ -124,12 +126,14 @@ def execute_run(
         num_samples=key.num_samples,
         epochs=key.epochs,
     )
-    model, seconds_per_epoch = train_model(config, on_epoch=on_epoch)
+    partial = run_dir / f".{key.stem}.partial.pt"
+    model, seconds_per_epoch = train_model(config, on_epoch=on_epoch, checkpoint=partial)
     result = {**asdict(key), "seed": key.seed, "seconds_per_epoch": seconds_per_epoch}
     result["kl"] = model_kl(model, key.dataset, grid_size)
     weights = {k: v.contiguous() for k, v in model.state_dict().items()}
     _atomic_write(run_dir / f"{key.stem}.safetensors", lambda p: save_file(weights, str(p)))
     _atomic_write(run_dir / f"{key.stem}.json", lambda p: p.write_text(json.dumps(result)))
+    partial.unlink(missing_ok=True)
     return result
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
@@ -33,10 +35,31 @@ class TrainConfig:
         return METHODS[self.method]
 
 
+def _save_state(path: Path, state: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def _load_state(path: Path, config: TrainConfig) -> dict | None:
+    """The saved state of this exact run, or None (no file, or one of another run)."""
+    if not path.exists():
+        return None
+    state = torch.load(path, weights_only=True)
+    return state if state.get("config") == asdict(config) else None
+
+
 def train_model(
-    config: TrainConfig, on_epoch: Callable[[int], None] | None = None
+    config: TrainConfig,
+    on_epoch: Callable[[int], None] | None = None,
+    checkpoint: str | Path | None = None,
 ) -> tuple[Regression1dEnergy, float]:
-    """Train one model; returns it (in eval mode) and the mean wall-clock seconds per epoch."""
+    """Train one model; returns it (in eval mode) and the mean wall-clock seconds per epoch.
+
+    With ``checkpoint``, the model, optimizer and random-generator states are saved there after
+    every epoch and training resumes from it, bit-exactly, if it holds this same run (the costly
+    ML-MCMC-256 runs take hours here). The caller removes the file once the run is recorded.
+    """
     if config.method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {config.method!r}")
     data_seed = config.dataset if config.data_seed is None else config.data_seed
@@ -52,15 +75,41 @@ def train_model(
     if config.spec.sample_based:  # every sample-based loss draws from our generator
         kwargs["generator"] = generator
 
+    first_epoch, past_seconds = 0, 0.0
+    checkpoint = Path(checkpoint) if checkpoint is not None else None
+    state = _load_state(checkpoint, config) if checkpoint is not None else None
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        generator.set_state(state["generator"])
+        first_epoch, past_seconds = int(state["epoch"]), float(state["seconds"])
+        if on_epoch is not None:
+            for epoch in range(first_epoch):
+                on_epoch(epoch + 1)
+
     start = time.perf_counter()
-    for epoch in range(config.epochs):
+    for epoch in range(first_epoch, config.epochs):
         order = torch.randperm(len(x), generator=generator)
         for batch in order.split(config.batch_size):
             loss = loss_fn(model, x[batch], y[batch], **kwargs)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+        if checkpoint is not None and epoch + 1 < config.epochs:
+            seconds = past_seconds + time.perf_counter() - start
+            _save_state(
+                checkpoint,
+                {
+                    "config": asdict(config),
+                    "epoch": epoch + 1,
+                    "seconds": seconds,
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "generator": generator.get_state(),
+                },
+            )
         if on_epoch is not None:
             on_epoch(epoch + 1)
-    seconds_per_epoch = (time.perf_counter() - start) / max(config.epochs, 1)
+    seconds = past_seconds + time.perf_counter() - start
+    seconds_per_epoch = seconds / max(config.epochs, 1)
     return model.eval(), seconds_per_epoch
