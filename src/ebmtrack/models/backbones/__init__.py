@@ -14,6 +14,7 @@ from ebmtrack.models.backbones.base import Backbone, FeatureInfo, FrozenBatchNor
 from ebmtrack.models.backbones.efficientnet_lite import EfficientNetLite, efficientnet_lite0
 from ebmtrack.models.backbones.inference import fold_batchnorm, optimize_for_inference
 from ebmtrack.models.backbones.mobilenetv2 import MobileNetV2, mobilenetv2
+from ebmtrack.models.backbones.nanotrack import NanoTrackBackbone
 from ebmtrack.models.backbones.onnx_runtime import OnnxBackbone
 from ebmtrack.models.backbones.registry import BACKBONES, PACKAGED_WEIGHTS, create_backbone
 from ebmtrack.models.backbones.resnet import ResNet, resnet18, resnet50
@@ -32,6 +33,7 @@ __all__ = [
     "FeatureInfo",
     "FrozenBatchNorm2d",
     "MobileNetV2",
+    "NanoTrackBackbone",
     "OnnxBackbone",
     "PackagedWeights",
     "ResNet",

