@@ -7,7 +7,10 @@
    first-frame size: 30 samples of 256 x 18 x 18, projection to 64 channels, 4x4 filter.
 2. Speed: the first-frame optimisation (6 x 10) and one per-frame update (5 CG iterations on the
    filter only, with 250 stored samples of 64 x 18 x 18 projected features). Ratios against
-   the dense matrix products that any implementation must do, measured in the same run.
+   the dense matrix products that this formulation must do, measured in the same run, and
+   against the same residuals written with conv2d. ``--previous FILE`` also times the
+   residuals of another version of ``ebmtrack/optim/problems.py`` (e.g. an older commit's,
+   from ``git show``) on the same data.
 
 Run it as ``python benchmarks/bench_gauss_newton.py``; it writes JSON files, a markdown table and
 the convergence plot under runs/benchmarks/ (``--plot`` chooses another path for the PNG).
@@ -23,7 +26,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from bench_prroi_pool import measure
+from bench_prroi_pool import load_module, measure
 
 from ebmtrack.optim import conjugate_gradient, gauss_newton_cg
 from ebmtrack.optim.problems import AtomClassifierProblem, first_order_losses, pelu
@@ -107,47 +110,61 @@ def plot(runs: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
-def timings(threads: int, reps: int) -> list[dict]:
+def solver_run(problem, params, residuals):
+    """The timed call: GN-CG 6 x 10 on ``residuals``, or (None) ATOM's update of the filter."""
+    if residuals is None:  # filter only, Polak-Ribiere, no preconditioner
+        return lambda: conjugate_gradient(problem.filter_residuals, params, 5, final_loss=False)
+    return lambda: gauss_newton_cg(
+        residuals, params, GN_ITERS, CG_ITERS, problem.preconditioner(), final_loss=False
+    )
+
+
+def timings(threads: int, reps: int, previous: Path | None = None) -> list[dict]:
     torch.set_num_threads(threads)
-    generator = torch.Generator().manual_seed(0)
-    first = AtomClassifierProblem.synthetic(generator=generator)
-    start = first.initial_params(generator=generator)
-    memory = AtomClassifierProblem.synthetic(250, 64, generator=generator)
-    filt = [start[1]]
+    modules = {"": AtomClassifierProblem}
+    if previous is not None:
+        modules[" (previous)"] = load_module(previous).AtomClassifierProblem
+    cases = []
+    for label, problem_class in modules.items():
+        # The same generator draws give the same data with every version of the module.
+        generator = torch.Generator().manual_seed(0)
+        first = problem_class.synthetic(generator=generator)
+        start = first.initial_params(generator=generator)
+        memory = problem_class.synthetic(250, 64, generator=generator)
+        cases += [
+            (f"first frame, 6 GN x 10 CG{label}", first, start, first.residuals),
+            (f"update, 1 GN x 5 CG, 250 samples{label}", memory, [start[1]], None),
+        ]
+        if not label:
+            residuals = conv2d_residuals(first)
+            cases.append(("first frame, 6 GN x 10 CG (conv2d residuals)", first, start, residuals))
 
-    def first_frame(residuals):
-        return lambda: gauss_newton_cg(
-            residuals, start, GN_ITERS, CG_ITERS, first.preconditioner(), final_loss=False
-        )
-
-    def update():
-        conjugate_gradient(memory.filter_residuals, filt, 5, final_loss=False)
-
-    # The floors: products that every Gauss-Newton implementation of this model needs. First
-    # frame: per GN iteration 2 (forward, backward) and per CG iteration 2 (J p, J^T q; the last
-    # one only J p) products (64 x 256) @ (256 x 9720). Update: as many (16 x 64) @ (64 x 81000).
-    w1, flat = torch.randn(64, 256), torch.randn(256, 30 * 18 * 18)
+    # The floors: the products that this formulation needs. First frame: per GN iteration 2
+    # (forward, backward) and per CG iteration 2 (J p, J^T q; the last one only J p) products of
+    # the folded filter (16 x 256) @ (256 x 9720); without the fold (the previous formulation)
+    # they were as many (64 x 256) @ (256 x 9720) projections. Update: as many
+    # (16 x 64) @ (64 x 81000).
+    first_count, update_count = GN_ITERS * (1 + 2 * CG_ITERS), 1 + 2 * 5
+    flat = torch.randn(256, 30 * 18 * 18)
+    taps, projection = torch.randn(16, 256), torch.randn(64, 256)
     w2, flat_mem = torch.randn(16, 64), torch.randn(64, 250 * 18 * 18)
+    floors = {
+        "first frame": (lambda: taps @ flat, first_count),
+        "projection": (lambda: projection @ flat, first_count),
+        "update": (lambda: w2 @ flat_mem, update_count),
+    }
+    floors = {
+        name: {k: v * count for k, v in measure(fn, 20).items() if k != "reps"}
+        for name, (fn, count) in floors.items()
+    }
     rows = []
-    for name, fn, floor_fn, floor_count in (
-        (
-            "first frame, 6 GN x 10 CG (matmul residuals)",
-            first_frame(first.residuals),
-            lambda: w1 @ flat,
-            GN_ITERS * (1 + 2 * CG_ITERS),
-        ),
-        (
-            "first frame, 6 GN x 10 CG (conv2d residuals)",
-            first_frame(conv2d_residuals(first)),
-            lambda: w1 @ flat,
-            GN_ITERS * (1 + 2 * CG_ITERS),
-        ),
-        ("update, 1 GN x 5 CG, 250 samples", update, lambda: w2 @ flat_mem, 1 + 2 * 5),
-    ):
+    for name, problem, params, residuals in cases:
         runs = reps if "update" in name else max(1, reps // 4)
-        ours = measure(fn, runs, warmup=1)
-        floor = {k: v * floor_count for k, v in measure(floor_fn, 20).items() if k != "reps"}
+        ours = measure(solver_run(problem, params, residuals), runs, warmup=1)
+        floor = floors["update" if "update" in name else "first frame"]
         row = {"threads": threads, "case": name, "ours": ours, "floor": floor}
+        if "first frame" in name:
+            row["unfolded_projection_floor"] = floors["projection"]
         row["ratio_wall_min"] = ours["wall_min_ms"] / floor["wall_min_ms"]
         row["ratio_cpu"] = ours["cpu_median_ms"] / floor["cpu_median_ms"]
         rows.append(row)
@@ -158,6 +175,12 @@ def timings(threads: int, reps: int) -> list[dict]:
             f"x{row['ratio_wall_min']:.2f} (cpu x{row['ratio_cpu']:.2f})",
             flush=True,
         )
+    projection = floors["projection"]
+    print(
+        f"{threads} thr floor of the unfolded projection products {projection['wall_min_ms']:.1f}"
+        f" ms (cpu {projection['cpu_median_ms']:.1f})",
+        flush=True,
+    )
     return rows
 
 
@@ -168,6 +191,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=20, help="repetitions of the update")
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks"))
     parser.add_argument("--plot", type=Path, default=None, help="PNG path of the curves")
+    parser.add_argument(
+        "--previous", type=Path, default=None, help="another problems.py to time as a baseline"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -176,7 +202,7 @@ def main() -> None:
     if runs:
         plot(runs, args.plot or args.out / "gauss_newton_convergence.png")
         (args.out / "gauss_newton_convergence.json").write_text(json.dumps(runs, indent=1))
-    speed = [row for threads in args.threads for row in timings(threads, args.reps)]
+    speed = [row for t in args.threads for row in timings(t, args.reps, args.previous)]
 
     lines = [
         "| seed | initial loss | GN-CG 6x10 | Adam (best lr) | SGD+momentum (best lr) |",

@@ -12,6 +12,12 @@ the median process CPU time (all threads). The per-bin baseline's cost is linear
 of RoIs, so on the training workload it runs on the RoIs of the first ``--baseline-images``
 images and its times are scaled up to the whole batch.
 
+The differences to the baseline are of the pooled values and of their gradients with respect
+to the box coordinates (of the sum of the outputs), on the baseline's RoIs: the baseline is
+differentiated by autograd, ours by its written-out backward. ``--previous FILE`` also times
+another version of ``ebmtrack/ops/prroi_pool.py`` (e.g. an older commit's, from ``git show``)
+in the same run.
+
 Run it as ``python benchmarks/bench_prroi_pool.py``; it prints a markdown table and writes it
 with the raw numbers under runs/benchmarks/.
 """
@@ -19,9 +25,11 @@ with the raw numbers under runs/benchmarks/.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -31,6 +39,16 @@ from ebmtrack.ops import perturb_boxes, prroi_pool, xywh_to_xyxy
 
 CROP = 288
 MAPS = ((36, 1 / 8, 5), (18, 1 / 16, 3))  # (size, spatial_scale, bins)
+
+
+def load_module(path: Path):
+    """Import a Python file under its own name, e.g. an older commit's version of a module."""
+    name = f"previous_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
 
 
 def measure(fn, reps: int, warmup: int = 2) -> dict[str, float]:
@@ -126,6 +144,19 @@ def workload(pool, maps, rois, box_grad: bool, feature_grad: bool):
     return run
 
 
+def differences(maps, rois) -> tuple[float, float]:
+    """Max abs differences to the per-bin baseline: pooled values, box-coordinate gradients."""
+    values, grads = [], []
+    for pool in (prroi_pool, prroi_pool_per_bin):
+        coords = rois[:, 1:].detach().requires_grad_(True)
+        outs = pool_both(pool, maps, torch.cat([rois[:, :1], coords], dim=1))
+        (grad,) = torch.autograd.grad(sum(o.sum() for o in outs), coords)
+        values.append([o.detach() for o in outs])
+        grads.append(grad)
+    value_diff = max((a - b).abs().max().item() for a, b in zip(*values))
+    return value_diff, (grads[0] - grads[1]).abs().max().item()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
@@ -136,7 +167,11 @@ def main() -> None:
         "--baseline-images", type=int, default=4, help="training images the baseline runs on"
     )
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks"))
+    parser.add_argument(
+        "--previous", type=Path, default=None, help="another prroi_pool.py to time as well"
+    )
     args = parser.parse_args()
+    previous = None if args.previous is None else load_module(args.previous).prroi_pool
     generator = torch.Generator().manual_seed(0)
 
     workloads = [
@@ -167,6 +202,7 @@ def main() -> None:
             # The per-bin baseline's cost is linear in the number of RoIs: on the training
             # workload it runs on the RoIs of the first images only and is scaled up.
             subset = rois[rois[:, 0] < args.baseline_images]
+            diff, grad_diff = differences(maps, subset)
             for case, grads in cases.items():
                 ours = measure(workload(prroi_pool, maps, rois, *grads), reps)
                 base = measure(
@@ -175,14 +211,6 @@ def main() -> None:
                 scale = len(rois) / len(subset)
                 base = {k: v * scale if k.endswith("_ms") else v for k, v in base.items()}
                 base["scaled_from_rois"] = len(subset)
-                with torch.no_grad():
-                    diff = max(
-                        (a - b).abs().max().item()
-                        for a, b in zip(
-                            pool_both(prroi_pool, maps, subset),
-                            pool_both(prroi_pool_per_bin, maps, subset),
-                        )
-                    )
                 row = {
                     "threads": threads,
                     "workload": name,
@@ -191,27 +219,46 @@ def main() -> None:
                     "per_bin": base,
                     "speedup_wall_min": base["wall_min_ms"] / ours["wall_min_ms"],
                     "max_abs_diff": diff,
+                    "max_abs_box_grad_diff": grad_diff,
                 }
+                text = ""
+                if previous is not None:
+                    row["previous"] = measure(workload(previous, maps, rois, *grads), reps)
+                    row["vs_previous_wall_min"] = (
+                        row["previous"]["wall_min_ms"] / ours["wall_min_ms"]
+                    )
+                    text = (
+                        f"  previous {row['previous']['wall_min_ms']:.3f} ms "
+                        f"x{row['vs_previous_wall_min']:.2f}"
+                    )
                 results.append(row)
                 print(
                     f"{threads} thr {name:8s} {case:26s} ours {ours['wall_min_ms']:9.3f} ms "
                     f"(median {ours['wall_median_ms']:.3f}, cpu {ours['cpu_median_ms']:.3f})  "
                     f"per-bin {base['wall_min_ms']:10.1f} ms  x{row['speedup_wall_min']:.0f}  "
-                    f"|diff| {diff:.1e}",
+                    f"|diff| {diff:.1e} |grad diff| {grad_diff:.1e}{text}",
                     flush=True,
                 )
 
+    extra = previous is not None
     lines = [
         "| threads | workload | case | ours: wall min / median (ms) | ours: CPU median (ms) "
-        "| per-bin baseline: wall min (ms) | speed-up | max abs diff |",
-        "|---|---|---|---|---|---|---|---|",
+        "| per-bin baseline: wall min (ms) | speed-up | max abs diff: values / box grads |"
+        + (" previous: wall min (ms) | vs previous |" if extra else ""),
+        "|---|---|---|---|---|---|---|---|" + ("---|---|" if extra else ""),
     ]
     for r in results:
         o, b = r["ours"], r["per_bin"]
         lines.append(
             f"| {r['threads']} | {r['workload']} | {r['case']} | "
             f"{o['wall_min_ms']:.3f} / {o['wall_median_ms']:.3f} | {o['cpu_median_ms']:.3f} | "
-            f"{b['wall_min_ms']:.1f} | {r['speedup_wall_min']:.0f}x | {r['max_abs_diff']:.1e} |"
+            f"{b['wall_min_ms']:.1f} | {r['speedup_wall_min']:.0f}x | "
+            f"{r['max_abs_diff']:.1e} / {r['max_abs_box_grad_diff']:.1e} |"
+            + (
+                f" {r['previous']['wall_min_ms']:.3f} | {r['vs_previous_wall_min']:.2f}x |"
+                if extra
+                else ""
+            )
         )
     table = "\n".join(lines)
     print(table)

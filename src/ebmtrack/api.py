@@ -22,13 +22,16 @@ def load_tracker(
     >>> result = tracker.track(next_frame)                  # result.box, .score, .status
 
     Args:
-        name: ``atom`` (ours); OpenCV's trackers (``csrt``, ``kcf``, ...) by their registry
-            names, with ``params`` as their options.
-        weights: for ``atom``, the IoU-Net weights file; see
-            :func:`ebmtrack.tracking.atom.factory.create_atom_tracker` for what happens without.
-        backbone: for ``atom``, the backbone name.
-        **params: the tracker's parameters (for ``atom``, fields of ``AtomParams`` such as
-            ``search_size``, ``device``, ``use_iou_net``).
+        name: ``atom`` or ``dimp-nce+`` (ours); OpenCV's trackers (``csrt``, ``kcf``, ...) by
+            their registry names, with ``params`` as their options.
+        weights: the box head's weights file: for ``atom`` the IoU-Net (see
+            :func:`ebmtrack.tracking.atom.factory.create_atom_tracker` for what happens
+            without), for ``dimp-nce+`` the EBM head (default: the shipped NCE+ head, see
+            :func:`ebmtrack.tracking.dimp.factory.create_dimp_tracker`).
+        backbone: for ``atom`` and ``dimp-nce+``, the backbone name.
+        **params: the tracker's parameters (for ``atom`` fields of ``AtomParams`` such as
+            ``search_size``, ``device``, ``use_iou_net``; for ``dimp-nce+`` fields of
+            ``DiMPParams`` and ``classifier_weights``).
 
     Raises:
         ValueError: unknown tracker or parameter, or weights that do not match.
@@ -37,6 +40,10 @@ def load_tracker(
         from ebmtrack.tracking.atom.factory import create_atom_tracker
 
         return create_atom_tracker(weights=weights, backbone=backbone, **params)
+    if name == "dimp-nce+":
+        from ebmtrack.tracking.dimp.factory import create_dimp_tracker
+
+        return create_dimp_tracker(weights=weights, backbone=backbone, **params)
     from ebmtrack.tracking.registry import create_tracker
 
     if weights is not None:

@@ -103,6 +103,41 @@ def test_gradcheck_features_and_coordinates(features):
     assert torch.autograd.gradcheck(lambda xyxy: pool(features.detach(), xyxy), (coords,))
 
 
+@pytest.mark.parametrize("batch", [[0, 0, 0, 0], [0, 0, 1, 1]])
+def test_gradcheck_sorted_layouts(features, batch):
+    # One image, and images in order with the same RoI count: the layouts without padding.
+    rois = torch.cat([torch.tensor(batch, dtype=torch.float64)[:, None], ROIS[:, 1:]], dim=1)
+    features = features.clone().requires_grad_(True)
+    coords = rois[:, 1:].clone().requires_grad_(True)
+
+    def pool(feats, xyxy):
+        return prroi_pool(feats, torch.cat([rois[:, :1], xyxy], dim=1), (3, 2), 0.5)
+
+    assert torch.autograd.gradcheck(pool, (features, coords), fast_mode=True)
+    assert torch.autograd.gradcheck(lambda xyxy: pool(features.detach(), xyxy), (coords,))
+
+
+def test_without_autograd_equals_with_autograd(features):
+    coords = ROIS[:, 1:].clone().requires_grad_(True)
+    tracked = prroi_pool(features, torch.cat([ROIS[:, :1], coords], dim=1), 3, 0.5)
+    with torch.no_grad():
+        plain = prroi_pool(features, ROIS, 3, 0.5)
+    assert torch.equal(tracked.detach(), plain)
+
+
+def test_second_derivatives_are_exact(features):
+    # Score matching differentiates the box gradient again: the fast written-out backward then
+    # hands over to autograd, so second derivatives (in features and coordinates) stay exact.
+    features = features.clone().requires_grad_(True)
+    coords = ROIS[:, 1:].clone().requires_grad_(True)
+
+    def pool(feats, xyxy):
+        return prroi_pool(feats, torch.cat([ROIS[:, :1], xyxy], dim=1), (2, 3), 0.5)
+
+    assert torch.autograd.gradgradcheck(pool, (features, coords), fast_mode=True)
+    assert torch.autograd.gradgradcheck(lambda xyxy: pool(features.detach(), xyxy), (coords,))
+
+
 def test_empty_reversed_and_outside_boxes_give_zero(features):
     rois = torch.tensor(
         [

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from ebmtrack.optim import Linearization, conjugate_gradient, gauss_newton_cg
-from ebmtrack.optim.problems import AtomClassifierProblem, first_order_losses, pelu
+from ebmtrack.optim.problems import AtomClassifierProblem, first_order_losses, pelu, shifted_sum
 
 
 @pytest.fixture
@@ -169,3 +169,38 @@ def test_filter_residuals_equal_joint_residuals_with_identity_projection():
     alone = problem.filter_residuals([w2])
     torch.testing.assert_close(alone[0], joint[0])
     torch.testing.assert_close(alone[1], joint[2])
+
+
+@pytest.mark.parametrize("size", [3, 4])
+def test_shifted_sum_equals_conv2d_with_one_hot_kernels(size):
+    generator = torch.Generator().manual_seed(0)
+    taps = torch.randn(size, size, 2, 5, 7, generator=generator, dtype=torch.float64)
+    # conv2d of the k*k tap maps (as channels) with one-hot kernels sums them shifted.
+    one_hot = torch.eye(size * size, dtype=torch.float64).view(1, size * size, size, size)
+    expected = torch.nn.functional.conv2d(
+        taps.flatten(0, 1).transpose(0, 1), one_hot, padding=size // 2
+    )[:, 0, :5, :7]
+    torch.testing.assert_close(shifted_sum(taps), expected)
+
+
+def test_classifier_jacobian_products_match_explicit_jacobian():
+    # The folded filter w2^T w1 and the shifted sums must leave J exactly that of w2 * (w1 x).
+    generator = torch.Generator().manual_seed(2)
+    problem = AtomClassifierProblem.synthetic(2, 5, 9, generator=generator, dtype=torch.float64)
+    w1, w2 = problem.initial_params(projection_dim=3, generator=generator)
+    w2 = w2 * 300  # a filter large enough that the PELU is in both of its pieces
+    scores = problem.scores([w1, w2])
+    assert (scores > 0).any() and (scores < 0).any()
+
+    def flat_residuals(a, b):
+        return torch.cat([r.flatten() for r in problem.residuals([a, b])])
+
+    blocks = torch.autograd.functional.jacobian(flat_residuals, (w1, w2))
+    jacobian = torch.cat([block.flatten(1) for block in blocks], dim=1)
+    lin = Linearization(problem.residuals, [w1, w2])
+    direction = [torch.randn_like(w1), torch.randn_like(w2)]
+    jvp = torch.cat([r.flatten() for r in lin.jvp(direction)])
+    torch.testing.assert_close(jvp, jacobian @ torch.cat([d.flatten() for d in direction]))
+    vector = [torch.randn_like(r) for r in lin.residuals]
+    vjp = torch.cat([g.flatten() for g in lin.vjp(vector)])
+    torch.testing.assert_close(vjp, jacobian.T @ torch.cat([v.flatten() for v in vector]))

@@ -96,12 +96,20 @@ def test_backbone_stays_frozen_and_out_of_checkpoints():
     assert keys and all(k.startswith("iou_net.") for k in keys)
 
 
-def test_every_ebm_loss_has_a_box_recipe_and_input_gradient_losses_are_flagged():
+@pytest.mark.parametrize("loss", ["sm", "dsm"])
+def test_every_ebm_loss_has_a_box_recipe_and_input_gradient_losses_train(loss):
     assert set(EBM_RECIPES) == set(LOSSES)
-    module, batch = smoke_module_and_batch("dsm", batch_size=2)
+    module, batch = smoke_module_and_batch(loss, batch_size=2)
     assert module.needs_input_grad
     value, _ = module(batch)
     assert torch.isfinite(value)
+    # Score matching differentiates df/dy again, through PrRoIPool's box gradient. (Parameters
+    # that only shift f, like the last bias, get no gradient: df/dy does not depend on them.)
+    value.backward()
+    named = {n: p.grad for n, p in module.iou_net.named_parameters() if p.grad is not None}
+    assert all(torch.isfinite(g).all() for g in named.values())
+    assert any("feature_conv" in n or "conv" in n for n in named), sorted(named)
+    assert sum(g.abs().sum() > 0 for g in named.values()) >= len(named) // 2
 
 
 def test_bad_loss_configs_are_rejected():

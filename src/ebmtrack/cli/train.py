@@ -25,7 +25,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--preset",
         default="atom-r18",
-        help="starting config: atom-r18 (default), synthetic-smoke, default-cpu",
+        help="starting config: atom-r18 (default), synthetic-smoke, default-cpu, dimp-cpu "
+        "(DiMP's target classifier)",
     )
     parser.add_argument("--config", type=Path, help="YAML/JSON file of config values to apply")
     parser.add_argument(
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ebmtrack.training import NonFiniteLossError
     from ebmtrack.training.distributed import init_distributed, shutdown_distributed
-    from ebmtrack.training.experiment import MODEL_FILE, run_experiment
+    from ebmtrack.training.experiment import model_file, run_experiment
 
     if args.threads is not None:
         if args.threads < 1:
@@ -140,5 +141,5 @@ def run(args: argparse.Namespace) -> int:
             print(line)
         else:
             print(f"nothing to do: {args.out} already finished {config.trainer.epochs} epochs")
-        print(f"wrote {args.out / MODEL_FILE}")
+        print(f"wrote {args.out / model_file(config)}")
     return 0

@@ -22,6 +22,9 @@ stacks into a batch (S = output_size, M = num_proposals; boxes are x, y, w, h in
 - ``proposal_iou`` (M,): 2 * IoU(proposal, test_box) - 1, in [-1, 1];
 - ``proposal_log_density`` (M,), "gmm" only: log q(offset) under the noise mixture;
 - ``gt_log_density`` (M,), "gmm" only: log p(offset) under the label noise N(0, gt_sigma^2).
+
+:class:`DiMPProcessing` does the same cropping for the several training and test frames of a
+:class:`~ebmtrack.data.sampler.FrameSet` (DiMP's target classifier).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ebmtrack.data.sampler import FramePair
+from ebmtrack.data.sampler import FramePair, FrameSet
 from ebmtrack.ebm.noise import GaussianMixtureNoise
 from ebmtrack.ops.boxes import cxcywh_to_xywh, iou_xywh, perturb_boxes, xywh_to_cxcywh
 from ebmtrack.ops.crop import box_to_crop, crop_square
@@ -80,6 +83,49 @@ def _noise_table(sigmas: tuple[tuple[float, float], ...]) -> list[list[float]]:
 
 def _to_tensor(patch: np.ndarray) -> Tensor:
     return torch.from_numpy(np.ascontiguousarray(patch)).permute(2, 0, 1).float()
+
+
+def jittered_crop(
+    frame: np.ndarray,
+    box: np.ndarray,
+    search_area_factor: float,
+    output_size: int,
+    center_jitter_factor: float,
+    scale_jitter_factor: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Jitter ``box`` (:func:`jitter_box`) and cut a square of ``search_area_factor`` times the
+    jittered box's size around its centre, resized to ``output_size`` (replicate padding).
+
+    ``frame`` is RGB (H, W, 3) or grayscale (H, W) uint8. Returns the patch (S, S, 3) uint8, the
+    (unjittered) target box in it (4,) and the (2, 3) map from frame to crop coordinates.
+    """
+    if frame.ndim == 2:
+        frame = np.repeat(frame[:, :, None], 3, axis=2)
+    jittered = jitter_box(box, center_jitter_factor, scale_jitter_factor, rng)
+    side = math.ceil(search_area_factor * math.sqrt(float(np.prod(jittered[2:]))))
+    center = jittered[:2] + 0.5 * jittered[2:]
+    patch, matrix = crop_square(frame, (center[0], center[1]), side, output_size)
+    return patch, box_to_crop(box, matrix), matrix
+
+
+def color_jitter(
+    patches: list[np.ndarray],
+    grayscale_probability: float,
+    brightness_jitter: float,
+    rng: np.random.Generator,
+) -> list[Tensor]:
+    """All ``patches`` (S, S, 3) uint8 turned grayscale together with ``grayscale_probability``,
+    then each multiplied by its own U(1 - b, 1 + b) and clamped: (3, S, S) float32 in [0, 255]."""
+    if rng.random() < grayscale_probability:
+        gray = [cv2.cvtColor(p, cv2.COLOR_RGB2GRAY) for p in patches]
+        patches = [np.repeat(g[..., None], 3, axis=2) for g in gray]
+    return [
+        (_to_tensor(p) * float(rng.uniform(1 - brightness_jitter, 1 + brightness_jitter))).clamp(
+            0, 255
+        )
+        for p in patches
+    ]
 
 
 @dataclass(frozen=True)
@@ -147,25 +193,18 @@ class AtomProcessing:
         Returns the patch (S, S, 3) uint8, the target's box in it (4,) and the (2, 3) map from
         frame to crop coordinates.
         """
-        if frame.ndim == 2:
-            frame = np.repeat(frame[:, :, None], 3, axis=2)
-        jittered = jitter_box(
-            box, self.center_jitter_factor[which], self.scale_jitter_factor[which], rng
+        return jittered_crop(
+            frame,
+            box,
+            self.search_area_factor,
+            self.output_size,
+            self.center_jitter_factor[which],
+            self.scale_jitter_factor[which],
+            rng,
         )
-        side = math.ceil(self.search_area_factor * math.sqrt(float(np.prod(jittered[2:]))))
-        center = jittered[:2] + 0.5 * jittered[2:]
-        patch, matrix = crop_square(frame, (center[0], center[1]), side, self.output_size)
-        return patch, box_to_crop(box, matrix), matrix
 
     def _color(self, patches: list[np.ndarray], rng: np.random.Generator) -> list[Tensor]:
-        if rng.random() < self.grayscale_probability:
-            gray = [cv2.cvtColor(p, cv2.COLOR_RGB2GRAY) for p in patches]
-            patches = [np.repeat(g[..., None], 3, axis=2) for g in gray]
-        jitter = self.brightness_jitter
-        return [
-            (_to_tensor(p) * float(rng.uniform(1 - jitter, 1 + jitter))).clamp(0, 255)
-            for p in patches
-        ]
+        return color_jitter(patches, self.grayscale_probability, self.brightness_jitter, rng)
 
     def _candidates(self, box: Tensor, generator: torch.Generator) -> dict[str, Tensor]:
         if self.proposals == "iou":
@@ -204,4 +243,89 @@ class AtomProcessing:
             "test_image": test_image,
             "test_box": test_box_t,
             **self._candidates(test_box_t, generator),
+        }
+
+
+@dataclass(frozen=True)
+class DiMPProcessing:
+    """From a :class:`~ebmtrack.data.sampler.FrameSet` to a training sample of DiMP's target
+    classifier; defaults are DiMP-18/50's (``ltr/train_settings/dimp/dimp18.py``,
+    ``DiMPProcessing`` in ``ltr/data/processing.py``, mode ``sequence``).
+
+    Every frame gets its own jittered crop (:func:`jittered_crop`) with the training or the test
+    frames' jitter, so the target is off-centre and rescaled, more so in the test frames. All
+    crops of a sample turn grayscale together (probability ``grayscale_probability``), each is
+    scaled by its own brightness factor. The Gaussian score labels are not made here: the
+    training module makes them from the boxes at the score map's size
+    (:func:`~ebmtrack.models.dimp.score_labels`).
+
+    Output, a dict of tensors that PyTorch's default collate stacks into a batch (N training and
+    M test frames, S = output_size; boxes are x, y, w, h in crop pixels):
+    ``train_images`` (N, 3, S, S) and ``test_images`` (M, 3, S, S) float32 RGB in [0, 255],
+    ``train_boxes`` (N, 4) and ``test_boxes`` (M, 4) float32.
+
+    Attributes:
+        search_area_factor: crop side / sqrt(target area) (5: an 18 x 18 stride-16 map at 288).
+        output_size: side of the crops in pixels (288 = 18 * 16).
+        center_jitter_factor: (train, test) centre jitter, in units of sqrt(jittered area).
+        scale_jitter_factor: (train, test) std of the log-size jitter.
+        grayscale_probability: all crops of a sample turn grayscale together (0.05).
+        brightness_jitter: each crop is multiplied by U(1 - b, 1 + b) and clamped (0.2).
+    """
+
+    search_area_factor: float = 5.0
+    output_size: int = 288
+    center_jitter_factor: tuple[float, float] = (3.0, 4.5)
+    scale_jitter_factor: tuple[float, float] = (0.25, 0.5)
+    grayscale_probability: float = 0.05
+    brightness_jitter: float = 0.2
+
+    def __post_init__(self) -> None:
+        if not self.search_area_factor > 0 or self.output_size < 1:
+            raise ValueError(
+                "search_area_factor and output_size must be positive, got "
+                f"{self.search_area_factor}, {self.output_size}"
+            )
+        for name in ("grayscale_probability", "brightness_jitter"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        for name in ("center_jitter_factor", "scale_jitter_factor"):
+            if len(getattr(self, name)) != 2 or min(getattr(self, name)) < 0:
+                raise ValueError(f"{name} must be two numbers >= 0 (train, test)")
+
+    def crop(
+        self, frame: np.ndarray, box: np.ndarray, which: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`jittered_crop` with the jitter of a training (``which`` 0) or test (1) frame."""
+        return jittered_crop(
+            frame,
+            box,
+            self.search_area_factor,
+            self.output_size,
+            self.center_jitter_factor[which],
+            self.scale_jitter_factor[which],
+            rng,
+        )
+
+    def __call__(self, frame_set: FrameSet, rng: np.random.Generator) -> dict[str, Tensor]:
+        """Process ``frame_set`` drawing every random choice from ``rng``."""
+        patches, boxes = [], []
+        for which, frames, frame_boxes in (
+            (0, frame_set.train_frames, frame_set.train_boxes),
+            (1, frame_set.test_frames, frame_set.test_boxes),
+        ):
+            for frame, box in zip(frames, frame_boxes, strict=True):
+                patch, crop_box, _ = self.crop(frame, box, which, rng)
+                patches.append(patch)
+                boxes.append(crop_box)
+        images = torch.stack(
+            color_jitter(patches, self.grayscale_probability, self.brightness_jitter, rng)
+        )
+        boxes_t = torch.as_tensor(np.stack(boxes), dtype=torch.float32)
+        num_train = len(frame_set.train_frames)
+        return {
+            "train_images": images[:num_train],
+            "train_boxes": boxes_t[:num_train],
+            "test_images": images[num_train:],
+            "test_boxes": boxes_t[num_train:],
         }

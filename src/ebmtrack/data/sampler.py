@@ -12,6 +12,9 @@ interface of :class:`ebmtrack.data.datasets.sequence.Sequence`: ``name``, ``len(
 ``frame(i)``, ``ground_truth`` (N, 4) and ``annotated()`` (N,) (boxes known and target visible).
 The readers' lists, :class:`~ebmtrack.data.coco.CocoSequences` and
 :class:`~ebmtrack.data.synthetic.SyntheticSequences` all qualify.
+
+:class:`TrackingFrameSets` draws DiMP's samples the same way: several training frames and, after
+them, several test frames of one sequence (:func:`choose_frame_sets`, DiMP's "causal" mode).
 """
 
 from __future__ import annotations
@@ -144,30 +147,35 @@ class TrackingPairs(Dataset):
         enough = min(self.min_visible_frames, len(sequence))
         return usable if usable.sum() >= enough and usable.any() else None
 
-    def draw_pair(self, rng: np.random.Generator) -> tuple[int, FramePair]:
-        """(data set index, pair) drawn with ``rng``."""
+    def draw_sequence(self, rng: np.random.Generator) -> tuple[int, FrameSequence, np.ndarray]:
+        """(data set index, sequence, its usable-frame mask) drawn with ``rng``: a data set by
+        weight, then sequences uniformly until one has enough usable frames."""
         which = int(rng.choice(len(self.datasets), p=self.probabilities))
         dataset = self.datasets[which]
         for _ in range(self.max_tries):
             sequence = dataset[int(rng.integers(len(dataset)))]
             usable = self._usable_frames(sequence)
-            if usable is None:
-                continue
-            ref, test = choose_frames(usable, self.max_gap, rng)
-            pair = FramePair(
-                ref_frame=sequence.frame(ref),
-                ref_box=np.array(sequence.ground_truth[ref], dtype=np.float64),
-                test_frame=sequence.frame(test),
-                test_box=np.array(sequence.ground_truth[test], dtype=np.float64),
-                sequence=sequence.name,
-                ref_index=ref,
-                test_index=test,
-            )
-            return which, pair
+            if usable is not None:
+                return which, sequence, usable
         raise ValueError(
             f"datasets[{which}]: no sequence with {self.min_visible_frames} usable frames in "
             f"{self.max_tries} tries"
         )
+
+    def draw_pair(self, rng: np.random.Generator) -> tuple[int, FramePair]:
+        """(data set index, pair) drawn with ``rng``."""
+        which, sequence, usable = self.draw_sequence(rng)
+        ref, test = choose_frames(usable, self.max_gap, rng)
+        pair = FramePair(
+            ref_frame=sequence.frame(ref),
+            ref_box=np.array(sequence.ground_truth[ref], dtype=np.float64),
+            test_frame=sequence.frame(test),
+            test_box=np.array(sequence.ground_truth[test], dtype=np.float64),
+            sequence=sequence.name,
+            ref_index=ref,
+            test_index=test,
+        )
+        return which, pair
 
     def rng(self, index: int) -> np.random.Generator:
         """The generator of pair ``index``."""
@@ -179,6 +187,132 @@ class TrackingPairs(Dataset):
         rng = self.rng(index)
         _, pair = self.draw_pair(rng)
         return pair if self.processing is None else self.processing(pair, rng)
+
+
+# ----------------------------------------------------------------------- multi-frame samples (DiMP)
+@dataclass(frozen=True)
+class FrameSet:
+    """``k`` training and ``m`` test frames of one sequence with the target's box in each.
+
+    ``train_indices[0]`` is the base frame; every test frame comes after every training frame.
+    """
+
+    train_frames: list[np.ndarray]
+    train_boxes: np.ndarray
+    test_frames: list[np.ndarray]
+    test_boxes: np.ndarray
+    sequence: str
+    train_indices: tuple[int, ...]
+    test_indices: tuple[int, ...]
+
+
+FrameSetProcessing = Callable[[FrameSet, np.random.Generator], Any]
+"""``processing(frame_set, rng)``: turns a frame set into a training sample."""
+
+
+def choose_frame_sets(
+    usable: np.ndarray, num_train: int, num_test: int, max_gap: int, rng: np.random.Generator
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Indices (train, test) of usable frames sampled causally, as DiMP's sampler does.
+
+    A base frame is drawn uniformly among the usable frames that have a usable frame at most
+    ``max_gap`` frames after them. The training frames are the base and ``num_train - 1`` usable
+    frames of ``[base - max_gap, base]``; the test frames are ``num_test`` usable frames of
+    ``(base, base + max_gap]``; both drawn uniformly with replacement. So every test frame comes
+    after every training frame and lies at most ``max_gap`` after the base. Two departures from
+    the reference (``ltr/data/sampler.py``, mode ``causal``), which widens the gap by 5 frames
+    until frames are found: the base itself may be repeated among the training frames, and a
+    sequence with no such base (a still image, or usable frames further apart than ``max_gap``)
+    repeats one usable frame everywhere, as the reference does for image data sets.
+
+    Raises ValueError when no frame is usable.
+    """
+    candidates = np.flatnonzero(usable)
+    if len(candidates) == 0:
+        raise ValueError("the sequence has no usable frame")
+    gaps_after = np.diff(candidates)
+    bases = candidates[:-1][gaps_after <= max_gap]  # the next usable frame is close enough
+    if len(bases) == 0:
+        only = int(candidates[rng.integers(len(candidates))])
+        return (only,) * num_train, (only,) * num_test
+    base = int(bases[rng.integers(len(bases))])
+    before = candidates[(candidates >= base - max_gap) & (candidates <= base)]
+    after = candidates[(candidates > base) & (candidates <= base + max_gap)]
+    train = (base, *(int(i) for i in before[rng.integers(len(before), size=num_train - 1)]))
+    test = tuple(int(i) for i in after[rng.integers(len(after), size=num_test)])
+    return train, test
+
+
+class TrackingFrameSets(TrackingPairs):
+    """A map-style data set of ``num_samples`` :class:`FrameSet` samples (DiMP's training data).
+
+    Sample ``i`` depends only on ``(seed, i)``, as a pair of :class:`TrackingPairs` does: the
+    data set, the sequence (same rules and arguments as there), the frames
+    (:func:`choose_frame_sets`) and the processing's randomness all come from one generator.
+
+    Args:
+        datasets, weights, min_visible_frames, seed, max_tries: as for :class:`TrackingPairs`.
+        processing: applied to each :class:`FrameSet` (e.g.
+            :class:`~ebmtrack.data.processing.DiMPProcessing`); None returns the set itself.
+        num_samples: the number of distinct samples (``len``).
+        num_train_frames, num_test_frames: frames of each kind per sample (DiMP: 3 and 3).
+        max_gap: see :func:`choose_frame_sets` (DiMP-18/50: 30).
+    """
+
+    def __init__(
+        self,
+        datasets: SequenceOf[SequenceCollection],
+        weights: SequenceOf[float] | None = None,
+        processing: FrameSetProcessing | None = None,
+        num_samples: int = 26_000,
+        num_train_frames: int = 3,
+        num_test_frames: int = 3,
+        max_gap: int = 30,
+        min_visible_frames: int = 5,
+        seed: int = 0,
+        max_tries: int = 100,
+    ):
+        super().__init__(
+            datasets, weights, None, num_samples, max_gap, min_visible_frames, seed, max_tries
+        )
+        for name, value in (
+            ("num_train_frames", num_train_frames),
+            ("num_test_frames", num_test_frames),
+        ):
+            if int(value) != value or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value}")
+        self.processing = processing
+        self.num_train_frames = int(num_train_frames)
+        self.num_test_frames = int(num_test_frames)
+
+    def draw_frame_set(self, rng: np.random.Generator) -> tuple[int, FrameSet]:
+        """(data set index, frame set) drawn with ``rng``."""
+        which, sequence, usable = self.draw_sequence(rng)
+        train, test = choose_frame_sets(
+            usable, self.num_train_frames, self.num_test_frames, self.max_gap, rng
+        )
+
+        def boxes(indices: tuple[int, ...]) -> np.ndarray:
+            return np.array([sequence.ground_truth[i] for i in indices], dtype=np.float64)
+
+        frames = {i: sequence.frame(i) for i in set(train) | set(test)}  # each read once
+        frame_set = FrameSet(
+            train_frames=[frames[i] for i in train],
+            train_boxes=boxes(train),
+            test_frames=[frames[i] for i in test],
+            test_boxes=boxes(test),
+            sequence=sequence.name,
+            train_indices=train,
+            test_indices=test,
+        )
+        return which, frame_set
+
+    def __getitem__(self, index: int) -> Any:
+        if not 0 <= index < self.num_pairs:
+            raise IndexError(f"sample index {index} out of range for {self.num_pairs}")
+        rng = self.rng(index)
+        _, frame_set = self.draw_frame_set(rng)
+        return frame_set if self.processing is None else self.processing(frame_set, rng)
 
 
 # ------------------------------------------------------------------------------ data sets on disk

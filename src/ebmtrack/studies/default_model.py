@@ -29,25 +29,41 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import shutil
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
-import numpy as np
 import torch
-from torch import Tensor
 
 from ebmtrack.data.datasets.folder import load_folder
-from ebmtrack.data.datasets.sequence import Sequence, select
+from ebmtrack.data.datasets.sequence import select
 from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.models.serialization import load_model
-from ebmtrack.ops.boxes import iou_xywh
-from ebmtrack.ops.crop import box_to_crop, crop_square
 from ebmtrack.tracking.atom.params import AtomParams
-from ebmtrack.tracking.atom.refine import ascend_iou, jitter_proposals, select_box
 from ebmtrack.training.box_regression import BoxLossConfig
 from ebmtrack.training.experiment import MODEL_FILE, build_module, preset_config, run_experiment
+
+from .refinement import (
+    RefinementConfig,
+    RefinementSamples,
+    paired_difference,
+    perturb_box,
+    refinement_samples,
+    refinement_scores,
+)
+
+__all__ = [  # the refinement helpers stay importable from here, where they were first
+    "RefinementConfig",
+    "RefinementSamples",
+    "best_row",
+    "main",
+    "paired_difference",
+    "perturb_box",
+    "refinement_samples",
+    "refinement_scores",
+    "run_study",
+    "ship_weights",
+]
 
 LOSSES = ("mse", "nce+", "kld-is")
 PRESET = "default-cpu"
@@ -62,161 +78,6 @@ ASCENT_SETTINGS: dict[str, dict[str, float | int]] = {
 and the one the reference DiMP-NCE+ / PrDiMP trackers use for heads trained as EBMs (2.5e-3 in
 relative coordinates, 10 steps): an EBM's output is a log-density whose slopes are of the order
 of 1 / sigma^2 of its label noise, hundreds of times those of an IoU in [-1, 1]."""
-
-
-@dataclass(frozen=True)
-class RefinementConfig:
-    """How the refinement test perturbs boxes; box estimation itself uses :class:`AtomParams`.
-
-    Attributes:
-        frames_per_sequence: test frames per held-out sequence, evenly spaced after the first.
-        center_sigma: std of the centre shift, in units of sqrt(w h) of the true box.
-        scale_sigma: std of the log of each side's scale factor.
-        seed: seed of the perturbations and of the random proposals.
-    """
-
-    frames_per_sequence: int = 40
-    center_sigma: float = 0.1
-    scale_sigma: float = 0.15
-    seed: int = 0
-
-
-@dataclass
-class RefinementSamples:
-    """One held-out sequence prepared for the refinement test (everything in crop pixels).
-
-    Attributes:
-        name: the sequence.
-        ref_feats: backbone features of the first frame's crop, [(1, C1, H1, W1), (1, C2, ...)].
-        ref_box: (1, 4) the first frame's box in its crop.
-        test_feats: features of the N test crops, [(N, C1, H1, W1), (N, C2, H2, W2)].
-        start_boxes: (N, 4) the perturbed boxes, where refinement starts.
-        true_boxes: (N, 4) the ground truth.
-    """
-
-    name: str
-    ref_feats: list[Tensor]
-    ref_box: Tensor
-    test_feats: list[Tensor]
-    start_boxes: Tensor
-    true_boxes: Tensor
-
-
-def perturb_box(
-    box: np.ndarray, center_sigma: float, scale_sigma: float, rng: np.random.Generator
-) -> np.ndarray:
-    """``box`` (4,) xywh with its centre moved by N(0, center_sigma sqrt(w h)) per axis and each
-    side scaled by exp(N(0, scale_sigma))."""
-    box = np.asarray(box, dtype=np.float64)
-    center = (
-        box[:2] + box[2:] / 2 + rng.standard_normal(2) * center_sigma * math.sqrt(box[2] * box[3])
-    )
-    size = box[2:] * np.exp(rng.standard_normal(2) * scale_sigma)
-    return np.concatenate([center - size / 2, size])
-
-
-def _search_crop(
-    frame: np.ndarray, around: np.ndarray, boxes: list[np.ndarray], params: AtomParams
-) -> tuple[Tensor, list[np.ndarray]]:
-    """The tracker's search region centred on ``around`` (xywh) and ``boxes`` mapped into it."""
-    side = params.search_area_scale * math.sqrt(float(around[2] * around[3]))
-    center = (float(around[0] + around[2] / 2), float(around[1] + around[3] / 2))
-    patch, matrix = crop_square(frame, center, side, params.search_size)
-    image = torch.from_numpy(np.ascontiguousarray(patch)).permute(2, 0, 1).float()
-    return image, [box_to_crop(box, matrix) for box in boxes]
-
-
-@torch.no_grad()
-def refinement_samples(
-    sequence: Sequence,
-    backbone,
-    layers: tuple[str, str],
-    config: RefinementConfig,
-    params: AtomParams,
-) -> RefinementSamples:
-    """Crops and features of ``sequence`` for the refinement test (see the module docstring)."""
-    rng = np.random.default_rng([config.seed, *map(ord, sequence.name)])
-    usable = np.flatnonzero(sequence.annotated())
-    first, rest = int(usable[0]), usable[1:]
-    picks = rest[
-        np.linspace(0, len(rest) - 1, min(config.frames_per_sequence, len(rest))).astype(int)
-    ]
-    init = sequence.ground_truth[first]
-    ref_image, (ref_box,) = _search_crop(sequence.frame(first), init, [init], params)
-    images, starts, truths = [], [], []
-    for index in picks:
-        truth = sequence.ground_truth[index]
-        start = perturb_box(truth, config.center_sigma, config.scale_sigma, rng)
-        image, (start_crop, truth_crop) = _search_crop(
-            sequence.frame(int(index)), start, [start, truth], params
-        )
-        images.append(image)
-        starts.append(start_crop)
-        truths.append(truth_crop)
-    feats = backbone(torch.stack([ref_image, *images]), layers)
-    feats = [feats[name] for name in layers]
-    return RefinementSamples(
-        sequence.name,
-        [f[:1] for f in feats],
-        torch.as_tensor(ref_box, dtype=torch.float32)[None],
-        [f[1:] for f in feats],
-        torch.as_tensor(np.stack(starts), dtype=torch.float32),
-        torch.as_tensor(np.stack(truths), dtype=torch.float32),
-    )
-
-
-def refine(
-    iou_net: AtomIoUNet, samples: RefinementSamples, params: AtomParams, seed: int = 0
-) -> Tensor:
-    """The tracker's box estimation from each start box: (N, 4) refined boxes (the start box
-    where no candidate has an acceptable aspect ratio)."""
-    iou_net = iou_net.eval()
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        modulation = iou_net.modulation(samples.ref_feats, samples.ref_box)
-    refined = []
-    for k, start in enumerate(samples.start_boxes):
-        with torch.no_grad():
-            test = iou_net.test_features([f[k : k + 1] for f in samples.test_feats])
-        proposals = jitter_proposals(
-            start,
-            params.num_random_proposals,
-            params.proposal_center_jitter,
-            params.proposal_size_jitter,
-            generator,
-        )
-        boxes, scores = ascend_iou(
-            iou_net, modulation, test, proposals, params.iou_steps, params.iou_step_length
-        )
-        box = select_box(boxes, scores, params.iou_top_k, params.max_aspect_ratio)
-        refined.append(start if box is None else box)
-    return torch.stack(refined)
-
-
-def refinement_scores(
-    iou_net: AtomIoUNet, sets: list[RefinementSamples], params: AtomParams, seed: int = 0
-) -> dict[str, float]:
-    """Mean IoU before and after :func:`refine` over all samples, the share improved, and every
-    box's IoU after (``ious_after``, for paired comparisons between heads)."""
-    before, after = [], []
-    for samples in sets:
-        refined = refine(iou_net, samples, params, seed)
-        before.append(iou_xywh(samples.start_boxes, samples.true_boxes))
-        after.append(iou_xywh(refined, samples.true_boxes))
-    before_t, after_t = torch.cat(before), torch.cat(after)
-    return {
-        "iou_before": float(before_t.mean()),
-        "iou_after": float(after_t.mean()),
-        "improved": float((after_t > before_t).float().mean()),
-        "num_boxes": int(before_t.numel()),
-        "ious_after": [round(float(v), 5) for v in after_t],
-    }
-
-
-def paired_difference(first: list[float], second: list[float]) -> tuple[float, float]:
-    """Mean and standard error of ``first - second`` over the same boxes."""
-    diff = np.asarray(first) - np.asarray(second)
-    return float(diff.mean()), float(diff.std(ddof=1) / math.sqrt(len(diff)))
 
 
 def last_validation(run_dir: Path) -> dict[str, float]:
@@ -236,13 +97,15 @@ def run_study(
     out: str | Path,
     losses: tuple[str, ...] = LOSSES,
     sequence_folder: str | None = None,
-    refinement: RefinementConfig = RefinementConfig(),
+    refinement: RefinementConfig | None = None,
     train: bool = True,
 ) -> list[dict]:
     """Train (or resume) the preset with every loss in ``losses``, evaluate, write the table.
 
-    Returns one row per head (``untrained`` first) with validation and refinement numbers.
+    ``refinement`` defaults to :class:`RefinementConfig`'s defaults. Returns one row per head
+    (``untrained`` first) with validation and refinement numbers.
     """
+    refinement = refinement or RefinementConfig()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     base = preset_config(PRESET)

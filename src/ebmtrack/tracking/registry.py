@@ -25,17 +25,22 @@ TRACKERS: dict[str, TrackerFactory] = {
 # register itself with register_tracker() when imported; either way works.
 LAZY_TRACKERS: dict[str, str] = {
     "atom": "ebmtrack.tracking.atom.factory:create_atom_tracker",
+    "dimp-nce+": "ebmtrack.tracking.dimp.factory:create_dimp_tracker",
 }
 
 
 def register_tracker(name: str, factory: TrackerFactory, replace: bool = False) -> None:
     """Make ``factory(**options)`` available as tracker ``name``.
 
-    Raises ValueError if ``name`` is taken (unless ``replace``) or is not a lower-case identifier
-    (names appear in file paths and comma-separated command-line lists).
+    Raises ValueError if ``name`` is taken (unless ``replace``) or is not made of lower-case
+    letters, digits, ``-``, ``_`` and ``+`` (names appear in file paths and comma-separated
+    command-line lists).
     """
-    if not name or not name.replace("_", "").replace("-", "").isalnum() or name != name.lower():
-        raise ValueError(f"tracker name must be lower-case letters, digits, - or _, got {name!r}")
+    plain = name.replace("_", "").replace("-", "").replace("+", "")
+    if not plain or not plain.isalnum() or name != name.lower():
+        raise ValueError(
+            f"tracker name must be lower-case letters, digits, -, _ or +, got {name!r}"
+        )
     if name in TRACKERS and not replace:
         raise ValueError(f"tracker {name!r} is already registered")
     TRACKERS[name] = factory

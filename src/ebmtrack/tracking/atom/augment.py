@@ -9,6 +9,7 @@ and flips. Channel dropout works on features and is applied by :func:`dropout_co
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 import cv2
 import numpy as np
@@ -16,16 +17,38 @@ import torch
 from torch import Tensor
 
 from ebmtrack.ops.crop import apply_matrix, crop_square
-from ebmtrack.tracking.atom.params import AtomParams
 
-__all__ = ["augmented_crops", "dropout_copies"]
+__all__ = ["AugmentationParams", "augmented_crops", "dropout_copies", "num_augmented_crops"]
+
+
+class AugmentationParams(Protocol):
+    """The settings :func:`augmented_crops` reads (fields of ``AtomParams`` and ``DiMPParams``)."""
+
+    search_size: int
+    aug_relative_shift: float
+    aug_random_shift_factor: float
+    aug_flip: bool
+    aug_blur_sigmas: tuple[tuple[float, float], ...]
+    aug_rotations: tuple[float, ...]
+
+
+def num_augmented_crops(params: AugmentationParams) -> int:
+    """How many crops :func:`augmented_crops` makes: 1 + 4 shifts (if ``aug_relative_shift`` >
+    0) + 1 flip (if ``aug_flip``) + one per blur and per rotation."""
+    return (
+        1
+        + 4 * (params.aug_relative_shift > 0)
+        + int(params.aug_flip)
+        + len(params.aug_blur_sigmas)
+        + len(params.aug_rotations)
+    )
 
 
 def augmented_crops(
     frame: np.ndarray,
     center: tuple[float, float],
     side: float,
-    params: AtomParams,
+    params: AugmentationParams,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The image samples of the first frame: identity first, then shifts, flip, blurs, rotations.
@@ -39,7 +62,7 @@ def augmented_crops(
 
     Returns:
         ``(crops, centers)``: uint8 (N, S, S, 3) with S = ``search_size``, and (N, 2) float64 target
-        centres (x, y) in crop pixels. N = ``params.num_init_samples`` minus the dropout copies.
+        centres (x, y) in crop pixels, N = :func:`num_augmented_crops`.
     """
     size = params.search_size
     px_per_crop_px = side / size

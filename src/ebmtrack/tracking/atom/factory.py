@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from ebmtrack.models.backbones import BACKBONES, create_backbone
+from ebmtrack.models.backbones import backbone_names, create_backbone
 from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
 from ebmtrack.models.serialization import load_model
 from ebmtrack.tracking.atom.params import AtomParams
@@ -51,8 +51,8 @@ def create_atom_tracker(
     atom_params = AtomParams(backbone=backbone, **params)
     if atom_params.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {atom_params.device!r} requested but CUDA is not available")
-    if backbone not in BACKBONES:
-        raise ValueError(f"unknown backbone {backbone!r}; valid names: {sorted(BACKBONES)}")
+    if backbone not in backbone_names():
+        raise ValueError(f"unknown backbone {backbone!r}; valid names: {backbone_names()}")
     iou_net = None
     if weights is not None:  # checked before the (slower) backbone is built
         iou_net = load_model(weights, expected="AtomIoUNet")

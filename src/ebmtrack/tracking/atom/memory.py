@@ -1,4 +1,7 @@
-"""The classifier's sample memory: projected feature maps, their labels and weights gamma_j.
+"""The classifier's sample memory: feature maps, their labels and weights gamma_j.
+
+A label is whatever the classifier trains against, one tensor per sample: ATOM stores Gaussian
+label maps (H, W), DiMP the target box (4,) from which its optimizer builds its own labels.
 
 The weighting is the reference's exponential forgetting: each new sample gets weight ``lr``
 relative to the sum of the others (which shrink by ``1 - lr``), and replaces the lightest sample
@@ -19,7 +22,7 @@ class SampleMemory:
 
     Args:
         samples: (M0, D, H, W) first-frame samples; they take slots 0..M0-1 with weight 1 / M0.
-        labels: (M0, H, W) their labels.
+        labels: (M0, ...) their labels.
         capacity: total number of slots (> M0).
         init_minimum_weight: minimum total weight of the first-frame samples.
     """
@@ -46,7 +49,7 @@ class SampleMemory:
         return self.samples.shape[0]
 
     def add(self, sample: Tensor, label: Tensor, learning_rate: float) -> int:
-        """Store ``sample`` (D, H, W) with ``label`` (H, W); returns the slot it took."""
+        """Store ``sample`` (D, H, W) with its ``label``; returns the slot it took."""
         weights = self.weights
         # Empty slots weigh 0, so they fill first.
         slot = int(torch.argmin(weights[self.num_init :]).item()) + self.num_init

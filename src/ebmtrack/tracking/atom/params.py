@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from ebmtrack.tracking.atom.augment import num_augmented_crops
+
 __all__ = ["AtomParams"]
 
 
@@ -169,14 +171,7 @@ class AtomParams:
     @property
     def num_init_samples(self) -> int:
         """Samples made from the first frame (30 with the defaults)."""
-        return (
-            1
-            + 4 * (self.aug_relative_shift > 0)
-            + int(self.aug_flip)
-            + len(self.aug_blur_sigmas)
-            + len(self.aug_rotations)
-            + self.aug_dropout[0]
-        )
+        return num_augmented_crops(self) + self.aug_dropout[0]
 
     @classmethod
     def names(cls) -> list[str]:

@@ -16,10 +16,34 @@ import math
 import torch
 from torch import Tensor, nn
 
+from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.tracking.atom.iou_gradient import IoUGradient
 
-__all__ = ["ascend_iou", "feature_window", "fold_iou_net", "jitter_proposals", "select_box"]
+__all__ = [
+    "ascend_iou",
+    "check_iou_net",
+    "feature_window",
+    "fold_iou_net",
+    "jitter_proposals",
+    "select_box",
+    "window_test_features",
+]
+
+
+def check_iou_net(iou_net: AtomIoUNet, backbone: Backbone, layers: tuple[str, str]) -> None:
+    """Raise ValueError unless ``iou_net`` reads ``backbone``'s ``layers`` (channels, strides)."""
+    config = iou_net.config
+    channels = tuple(backbone.feature_info[layer].channels for layer in layers)
+    strides = tuple(backbone.feature_info[layer].stride for layer in layers)
+    if config.input_channels != channels or config.strides != strides:
+        raise ValueError(
+            f"the IoU-Net expects {config.input_channels} channels at strides {config.strides}"
+            f" (built for backbone {config.backbone!r}); backbone {backbone.name!r} layers "
+            f"{list(layers)} give {channels} at {strides}"
+        )
+    if strides[1] % strides[0]:
+        raise ValueError(f"the IoU-Net's strides {strides} must divide each other")
 
 
 def fold_iou_net(iou_net: AtomIoUNet) -> AtomIoUNet:
@@ -94,6 +118,40 @@ def feature_window(
     row1 = max(min(math.ceil(y1 / stride) + border_cells + 1, height), row0 + 1)
     col1 = max(min(math.ceil(x1 / stride) + border_cells + 1, width), col0 + 1)
     return row0, row1, col0, col1
+
+
+def window_test_features(
+    iou_net: AtomIoUNet, feats: list[Tensor], boxes: Tensor, margin: float
+) -> tuple[list[Tensor], Tensor]:
+    """The IoU-Net's test-branch features of the window of ``feats`` that covers ``boxes``.
+
+    Only that window goes through the test branch's convolutions (:func:`feature_window`), which
+    gives the same IoUs for those boxes as the whole map at a fraction of the cost.
+
+    Args:
+        iou_net: the IoU predictor (or its :func:`fold_iou_net` copy).
+        feats: the backbone's [fine, coarse] maps, batch 1, in the order of ``config.strides``.
+        boxes: (N, 4) xywh crop px, the boxes that will be scored.
+        margin: crop pixels added on every side of the boxes (room for them to move).
+
+    Returns:
+        ``(test_features, offset)``: the window's test features and the (4,) offset
+        ``(x0, y0, 0, 0)`` in crop px to subtract from boxes before scoring them on it.
+    """
+    fine, coarse = feats
+    fine_stride, coarse_stride = iou_net.config.strides
+    ratio = coarse_stride // fine_stride
+    r0, r1, c0, c1 = feature_window(boxes, margin, coarse_stride, tuple(coarse.shape[-2:]))
+    # no_grad, not inference_mode: the outputs must be usable by an ascent's autograd.
+    with torch.no_grad():
+        test_features = iou_net.test_features(
+            [
+                fine[..., r0 * ratio : r1 * ratio, c0 * ratio : c1 * ratio].contiguous(),
+                coarse[..., r0:r1, c0:c1].contiguous(),
+            ]
+        )
+    offset = torch.tensor([c0 * coarse_stride, r0 * coarse_stride, 0.0, 0.0], device=boxes.device)
+    return test_features, offset
 
 
 def ascend_iou(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,14 +41,15 @@ from ebmtrack.tracking.atom.memory import SampleMemory
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.tracking.atom.refine import (
     ascend_iou,
-    feature_window,
+    check_iou_net,
     fold_iou_net,
     jitter_proposals,
     select_box,
+    window_test_features,
 )
 from ebmtrack.tracking.base import TrackResult, TrackStatus, validate_box
 
-__all__ = ["AtomTracker", "as_rgb", "normalize_features"]
+__all__ = ["AtomTracker", "as_rgb", "clamp_target", "feature_extractor", "normalize_features"]
 
 # The target centre may leave the frame by this fraction of its size (reference: inside_ratio 0.2).
 _CENTER_OUTSIDE = 0.3
@@ -67,6 +69,31 @@ def as_rgb(frame: np.ndarray) -> np.ndarray:
     if frame.shape[2] == 1:
         return np.repeat(frame, 3, axis=2)
     return frame[:, :, :3]
+
+
+def feature_extractor(
+    backbone: Backbone, layers: tuple[str, ...], runtime: str = "torch"
+) -> Callable[[Tensor], dict[str, Tensor]]:
+    """``images (B, 3, S, S) float 0-255 -> {layer: features}`` for a tracker's per-frame use.
+
+    ``runtime`` ``"onnx"``: ONNX Runtime on the CPU; ``"torch"``: a private copy of ``backbone``
+    with BatchNorm folded and channels-last (same features, about 1.5x faster on a CPU).
+    """
+    if runtime == "onnx":
+        return backbone.to_onnx_runtime(layers)
+    return functools.partial(optimize_for_inference(backbone), layers=layers)
+
+
+def clamp_target(
+    center: np.ndarray, size: np.ndarray, min_size: np.ndarray, frame_shape: tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The target's (centre, size) in frame px kept sane: the size between ``min_size`` and the
+    frame's, the centre at most ``_CENTER_OUTSIDE`` sizes outside the frame."""
+    height, width = frame_shape[:2]
+    limit = np.array([width, height], dtype=np.float64)
+    size = np.clip(size, min_size, np.maximum(limit, min_size))
+    margin = _CENTER_OUTSIDE * size
+    return np.clip(center, -margin, limit + margin), size
 
 
 def normalize_features(features: Tensor) -> Tensor:
@@ -139,35 +166,17 @@ class AtomTracker:
         self.iou_net = iou_net.to(self.device).eval() if params.use_iou_net else None
         self.iou_layers: tuple[str, str] = tuple(backbone.default_layers)
         if self.iou_net is not None:
-            self._check_iou_net(backbone, self.iou_net)
+            check_iou_net(self.iou_net, backbone, self.iou_layers)
         # Per-frame copy with BatchNorm folded (the reference branch runs once, on iou_net).
         self._iou_head = fold_iou_net(self.iou_net) if self.iou_net is not None else None
         layers = (
             (*self.iou_layers, self.classifier_layer) if self.iou_net else (self.classifier_layer,)
         )
         self.layers = tuple(dict.fromkeys(layers))
-        if params.backbone_runtime == "onnx":
-            self._extract = backbone.to_onnx_runtime(self.layers)
-        else:
-            # BatchNorm folded and channels-last: same features, about 1.5x faster on a CPU.
-            fast = optimize_for_inference(self.backbone)
-            self._extract = functools.partial(fast, layers=self.layers)
+        self._extract = feature_extractor(self.backbone, self.layers, params.backbone_runtime)
         self.last_timings: dict[str, float] = {}
         self._image = torch.empty(1, 3, params.search_size, params.search_size, device=self.device)
         self._state: _State | None = None
-
-    def _check_iou_net(self, backbone: Backbone, iou_net: AtomIoUNet) -> None:
-        config = iou_net.config
-        channels = tuple(backbone.feature_info[layer].channels for layer in self.iou_layers)
-        strides = tuple(backbone.feature_info[layer].stride for layer in self.iou_layers)
-        if config.input_channels != channels or config.strides != strides:
-            raise ValueError(
-                f"the IoU-Net expects {config.input_channels} channels at strides {config.strides}"
-                f" (built for backbone {config.backbone!r}); backbone {backbone.name!r} layers "
-                f"{list(self.iou_layers)} give {channels} at {strides}"
-            )
-        if strides[1] % strides[0]:
-            raise ValueError(f"the IoU-Net's strides {strides} must divide each other")
 
     # ------------------------------------------------------------------ geometry helpers
     def _side(self, size: np.ndarray) -> float:
@@ -183,11 +192,9 @@ class AtomTracker:
         return torch.from_numpy(crops).to(self.device).permute(0, 3, 1, 2).float()
 
     def _clamp_state(self, state: _State, frame_shape: tuple[int, ...]) -> None:
-        height, width = frame_shape[:2]
-        limit = np.array([width, height], dtype=np.float64)
-        state.size = np.clip(state.size, state.min_size, np.maximum(limit, state.min_size))
-        margin = _CENTER_OUTSIDE * state.size
-        state.center = np.clip(state.center, -margin, limit + margin)
+        state.center, state.size = clamp_target(
+            state.center, state.size, state.min_size, frame_shape
+        )
 
     def _box(self, state: _State) -> np.ndarray:
         return np.concatenate([state.center - state.size / 2, state.size])
@@ -326,23 +333,11 @@ class AtomTracker:
             params.proposal_size_jitter,
             generator,
         ).to(self.device)
-        fine, coarse = (feats[layer] for layer in self.iou_layers)
-        coarse_stride, fine_stride = self.iou_net.config.strides[1], self.iou_net.config.strides[0]
-        ratio = coarse_stride // fine_stride
-        # Only the window around the proposals goes through the test branch's convolutions.
-        r0, r1, c0, c1 = feature_window(
-            proposals, 0.25 * float(size.max()), coarse_stride, tuple(coarse.shape[-2:])
-        )
-        # no_grad, not inference_mode: the outputs must be usable by the ascent's autograd.
-        with torch.no_grad():
-            test_features = self._iou_head.test_features(
-                [
-                    fine[..., r0 * ratio : r1 * ratio, c0 * ratio : c1 * ratio].contiguous(),
-                    coarse[..., r0:r1, c0:c1].contiguous(),
-                ]
-            )
-        offset = torch.tensor(
-            [c0 * coarse_stride, r0 * coarse_stride, 0.0, 0.0], device=self.device
+        test_features, offset = window_test_features(
+            self._iou_head,
+            [feats[layer] for layer in self.iou_layers],
+            proposals,
+            0.25 * float(size.max()),
         )
         boxes, ious = ascend_iou(
             self._iou_head,

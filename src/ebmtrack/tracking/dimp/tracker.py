@@ -1,0 +1,308 @@
+"""The DiMP-NCE+ tracker (BMVC 2020 section 5): DiMP's classifier + an EBM box head.
+
+Per frame, as ATOM (:mod:`ebmtrack.tracking.atom.tracker`) but with DiMP's classifier:
+
+1. one square search region of ``search_area_scale`` times the target's size around the previous
+   position, resized to ``search_size``; one backbone pass feeds both heads;
+2. the target filter, predicted by DiMP's meta-learned model optimizer
+   (:class:`~ebmtrack.models.dimp.DiMPClassifier`), scores every location; the peak gives the
+   position and a status (ATOM's localisation: normal, uncertain, hard negative, not found);
+3. unless the target is lost, the box is refined from the located position by gradient ascent on
+   the EBM head's f(x, y) (Algorithm S1, :mod:`ebmtrack.tracking.dimp.refine`);
+4. normal and hard-negative frames enter the sample memory with their box; the filter takes
+   ``update_iters`` optimizer steps every ``train_skipping`` frames, ``hard_negative_iters`` right
+   after a hard negative. Lost and uncertain frames change nothing (reference ``update_flag``).
+
+The first frame: ATOM's augmentations of the target crop (shifts, flip, blurs, rotations) plus
+channel dropout on the classification features; the filter initializer pools the target from all
+of them and the model optimizer takes ``init_iters`` steps; the box head's modulation comes from
+the unaugmented crop. Geometry as ATOM: continuous frame pixels, crops with exact affine maps.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ebmtrack.models.backbones.base import Backbone
+from ebmtrack.models.dimp import DiMPClassifier
+from ebmtrack.models.iou_net import AtomIoUNet
+from ebmtrack.ops.crop import box_from_crop, box_to_crop, crop_square
+from ebmtrack.tracking.atom.augment import augmented_crops, dropout_copies
+from ebmtrack.tracking.atom.iou_gradient import IoUGradient
+from ebmtrack.tracking.atom.localize import localize, upsample_scores
+from ebmtrack.tracking.atom.memory import SampleMemory
+from ebmtrack.tracking.atom.refine import (
+    check_iou_net,
+    fold_iou_net,
+    jitter_proposals,
+    select_box,
+    window_test_features,
+)
+from ebmtrack.tracking.atom.tracker import as_rgb, clamp_target, feature_extractor
+from ebmtrack.tracking.base import TrackResult, TrackStatus, validate_box
+from ebmtrack.tracking.dimp.params import DiMPParams
+from ebmtrack.tracking.dimp.refine import FrameBoxEnergy, ascend_boxes
+
+__all__ = ["DiMPTracker"]
+
+
+@dataclass
+class _State:
+    center: np.ndarray  # (2,) frame px
+    size: np.ndarray  # (2,) frame px
+    min_size: np.ndarray  # (2,)
+    frame_index: int
+    filter: Tensor  # (1, D, k, k)
+    memory: SampleMemory  # classification features (D, H, W) with their target box (4,)
+    modulation: list[Tensor] | None
+
+
+class DiMPTracker:
+    """DiMP-NCE+ behind the :class:`~ebmtrack.tracking.base.Tracker` interface.
+
+    Args:
+        backbone: a backbone from :func:`ebmtrack.models.backbones.create_backbone`; the
+            classifier reads ``backbone.classifier_layer``, the box head ``default_layers``.
+        classifier: DiMP's target classifier for this backbone's classifier layer.
+        box_head: the IoU-Net trained as an EBM (any loss of :data:`ebmtrack.ebm.LOSSES`);
+            required when ``params.use_box_head``.
+        params: :class:`DiMPParams`; its ``backbone`` name is informational here.
+
+    The modules are moved to ``device`` and set to eval mode; the box head runs as a private
+    BatchNorm-folded copy (:func:`~ebmtrack.tracking.atom.refine.fold_iou_net`), the backbone as
+    ATOM's (:func:`~ebmtrack.tracking.atom.tracker.feature_extractor`). After each :meth:`track`
+    call ``last_timings`` holds the seconds spent in ``crop``, ``backbone``, ``classifier``
+    (features, scores, localisation), ``box`` (refinement) and ``update`` (memory, filter).
+    """
+
+    name = "dimp-nce+"
+
+    def __init__(
+        self,
+        backbone: Backbone,
+        classifier: DiMPClassifier,
+        box_head: AtomIoUNet | None = None,
+        params: DiMPParams | None = None,
+    ) -> None:
+        self.params = params = params or DiMPParams()
+        self.device = torch.device(params.device)
+        self.backbone = backbone.to(self.device).eval()
+        self.classifier_layer = backbone.classifier_layer
+        self._check_classifier(backbone, classifier)
+        self.classifier = classifier.to(self.device).eval().requires_grad_(False)
+        self.stride = classifier.config.stride
+        self.filter_size = classifier.config.filter_size
+        if params.use_box_head and box_head is None:
+            raise ValueError("use_box_head=True needs a box_head (or pass use_box_head=False)")
+        self.box_head = box_head.to(self.device).eval() if params.use_box_head else None
+        self.box_layers: tuple[str, str] = tuple(backbone.default_layers)
+        if self.box_head is not None:
+            check_iou_net(self.box_head, backbone, self.box_layers)
+        self._box_head = fold_iou_net(self.box_head) if self.box_head is not None else None
+        layers = (*self.box_layers, self.classifier_layer) if self.box_head else ()
+        self.layers = tuple(dict.fromkeys((*layers, self.classifier_layer)))
+        self._extract = feature_extractor(self.backbone, self.layers, params.backbone_runtime)
+        self.last_timings: dict[str, float] = {}
+        self._image = torch.empty(1, 3, params.search_size, params.search_size, device=self.device)
+        self._state: _State | None = None
+
+    def _check_classifier(self, backbone: Backbone, classifier: DiMPClassifier) -> None:
+        config = classifier.config
+        info = backbone.feature_info[self.classifier_layer]
+        if config.feature_layer not in (None, self.classifier_layer) or (
+            config.in_channels,
+            config.stride,
+        ) != (info.channels, info.stride):
+            raise ValueError(
+                f"the DiMP classifier reads {config.in_channels} channels at stride "
+                f"{config.stride} (layer {config.feature_layer!r} of {config.backbone!r}); "
+                f"backbone {backbone.name!r} layer {self.classifier_layer!r} gives "
+                f"{info.channels} at {info.stride}"
+            )
+
+    # ------------------------------------------------------------------ geometry helpers
+    def _side(self, size: np.ndarray) -> float:
+        return self.params.search_area_scale * math.sqrt(float(size[0] * size[1]))
+
+    def _to_tensor(self, crops: np.ndarray) -> Tensor:
+        return torch.from_numpy(crops).to(self.device).permute(0, 3, 1, 2).float()
+
+    def _clamp_state(self, state: _State, frame_shape: tuple[int, ...]) -> None:
+        state.center, state.size = clamp_target(
+            state.center, state.size, state.min_size, frame_shape
+        )
+
+    def _box(self, state: _State) -> np.ndarray:
+        return np.concatenate([state.center - state.size / 2, state.size])
+
+    def _boxes_tensor(self, boxes: np.ndarray) -> Tensor:
+        return torch.as_tensor(boxes, dtype=torch.float32, device=self.device)
+
+    # ------------------------------------------------------------------ tracker interface
+    def initialize(self, frame: np.ndarray, box: np.ndarray) -> None:
+        """Predict the filter from the augmented first frame; the box head's modulation."""
+        params = self.params
+        frame = as_rgb(frame)
+        box = validate_box(box, frame.shape, "box")
+        rng = np.random.default_rng(params.seed)
+        generator = torch.Generator().manual_seed(params.seed)
+        center = box[:2] + box[2:] / 2
+        size = box[2:].copy()
+        side = self._side(size)
+        crop_size = size * params.search_size / side
+
+        crops, centers = augmented_crops(frame, tuple(center), side, params, rng)
+        with torch.no_grad():
+            feats = self._extract(self._to_tensor(crops))
+            samples = self.classifier.extract_features(feats[self.classifier_layer])
+            copies, probability = params.aug_dropout
+            if copies:
+                dropped = dropout_copies(samples[:1], copies, probability, generator)
+                samples = torch.cat([samples, dropped])
+                centers = np.concatenate([centers, np.repeat(centers[:1], copies, axis=0)])
+            boxes = self._boxes_tensor(
+                np.concatenate(
+                    [centers - crop_size / 2, np.broadcast_to(crop_size, centers.shape)], 1
+                )
+            )
+            target_filter = self.classifier.initialize_filter(samples[:, None], boxes[:, None])
+            if params.init_iters:
+                iterates, _ = self.classifier.optimize_filter(
+                    target_filter, samples[:, None], boxes[:, None], params.init_iters
+                )
+                target_filter = iterates[-1]
+            modulation = None
+            if self.box_head is not None:
+                ref_feats = [feats[layer][:1] for layer in self.box_layers]
+                modulation = self.box_head.modulation(ref_feats, boxes[:1])
+        memory = SampleMemory(
+            samples, boxes, params.memory_size, params.init_samples_minimum_weight
+        )
+        min_size = np.minimum(params.min_target_size, size)
+        self._state = _State(center, size, min_size, 1, target_filter, memory, modulation)
+        self._clamp_state(self._state, frame.shape)
+
+    def track(self, frame: np.ndarray) -> TrackResult:
+        """Locate the target in ``frame`` (any size, RGB or grayscale)."""
+        state = self._state
+        if state is None:
+            raise ValueError("track() called before initialize(frame, box)")
+        params = self.params
+        frame = as_rgb(frame)
+        self._clamp_state(state, frame.shape)
+        state.frame_index += 1
+        timings = {}
+        tic = time.perf_counter()
+
+        side = self._side(state.size)
+        patch, matrix = crop_square(frame, tuple(state.center), side, params.search_size)
+        scale = params.search_size / side  # crop px per frame px
+        with torch.no_grad():
+            self._image.copy_(torch.from_numpy(patch).permute(2, 0, 1))
+            toc = time.perf_counter()
+            timings["crop"], tic = toc - tic, toc
+            # no_grad, not inference_mode: the refinement's autograd reads these features.
+            feats = self._extract(self._image)
+            toc = time.perf_counter()
+            timings["backbone"], tic = toc - tic, toc
+            sample = self.classifier.extract_features(feats[self.classifier_layer])
+            scores = self.classifier.classify(state.filter, sample[:, None])[0, 0]
+            found = localize(
+                upsample_scores(scores, params.score_upsample),
+                cell_px=self.stride / params.score_upsample,
+                crop_size=params.search_size,
+                target_size=tuple(state.size * scale),
+                not_found_threshold=params.target_not_found_threshold,
+                distractor_threshold=params.distractor_threshold,
+                hard_negative_threshold=params.hard_negative_threshold,
+                neighborhood_scale=params.target_neighborhood_scale,
+                displacement_scale=params.displacement_scale,
+            )
+        toc = time.perf_counter()
+        timings["classifier"], tic = toc - tic, toc
+
+        status = found.status
+        timings["box"] = 0.0
+        if status != TrackStatus.NOT_FOUND:
+            # Score cell i sits at pixel stride * i for an even filter, half a cell on for odd.
+            center_crop = np.asarray(found.position) + self.stride * (self.filter_size % 2) / 2
+            box_crop = np.concatenate([center_crop - state.size * scale / 2, state.size * scale])
+            refine = status != TrackStatus.UNCERTAIN or params.update_scale_when_uncertain
+            if self.box_head is not None and refine:
+                refined = self._refine_box(feats, box_crop)
+                box_crop = box_crop if refined is None else refined
+            new_box = box_from_crop(box_crop, matrix)
+            state.center, state.size = new_box[:2] + new_box[2:] / 2, new_box[2:]
+            self._clamp_state(state, frame.shape)
+            toc = time.perf_counter()
+            timings["box"], tic = toc - tic, toc
+            if status in (TrackStatus.NORMAL, TrackStatus.HARD_NEGATIVE):
+                self._update(sample[0], box_to_crop(self._box(state), matrix), status)
+        timings["update"] = time.perf_counter() - tic
+        self.last_timings = timings
+        return TrackResult(self._box(state), found.score, status)
+
+    def _update(self, sample: Tensor, box_crop: np.ndarray, status: TrackStatus) -> None:
+        """Store the frame's sample with its target box; run the optimizer if it is due."""
+        params, state = self.params, self._state
+        hard = status == TrackStatus.HARD_NEGATIVE
+        learning_rate = params.hard_negative_learning_rate if hard else params.learning_rate
+        state.memory.add(sample, self._boxes_tensor(box_crop), learning_rate)
+        if hard:
+            num_iter = params.hard_negative_iters
+        elif (state.frame_index - 1) % params.train_skipping == 0:
+            num_iter = params.update_iters
+        else:
+            return
+        if num_iter:
+            samples, boxes, weights = state.memory.training_set()
+            with torch.no_grad():
+                iterates, _ = self.classifier.optimize_filter(
+                    state.filter, samples[:, None], boxes[:, None], num_iter, weights[:, None]
+                )
+            state.filter = iterates[-1]
+
+    def _refine_box(self, feats: dict[str, Tensor], box: np.ndarray) -> np.ndarray | None:
+        """EBM refinement of ``box`` (xywh crop px) -> xywh crop px, None if no box qualifies."""
+        params = self.params
+        start = torch.tensor(box, dtype=torch.float32)
+        proposals = jitter_proposals(
+            start,
+            params.num_random_proposals,
+            params.proposal_center_jitter,
+            params.proposal_size_jitter,
+            self._proposal_generator(),
+        ).to(self.device)
+        test_features, offset = window_test_features(
+            self._box_head,
+            [feats[layer] for layer in self.box_layers],
+            proposals,
+            # No margin beyond the window's two border cells (16 px at stride 8): the small EBM
+            # steps stay inside (ATOM's 0.25 box sizes gave the same refinement on the training
+            # sequences, at 1.2x the cost).
+            margin=0.0,
+        )
+        with torch.no_grad():
+            modulated = self._box_head.modulate(self._state.modulation, test_features)
+        energy = FrameBoxEnergy(IoUGradient(self._box_head, modulated))
+        boxes, values = ascend_boxes(
+            energy,
+            proposals - offset,
+            start[2:].to(self.device),
+            params.box_steps,
+            params.box_step_length,
+            params.box_step_rule,
+            params.box_step_decay,
+        )
+        best = select_box(boxes + offset, values, params.box_top_k, params.max_aspect_ratio)
+        return None if best is None else best.double().cpu().numpy()
+
+    def _proposal_generator(self) -> torch.Generator:
+        # One stream per frame, so that a sequence replays identically.
+        return torch.Generator().manual_seed(self.params.seed * 100_003 + self._state.frame_index)
