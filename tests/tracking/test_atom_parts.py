@@ -13,6 +13,7 @@ from ebmtrack.tracking.atom.memory import SampleMemory
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.tracking.atom.refine import (
     ascend_iou,
+    blend_size,
     feature_window,
     fold_iou_net,
     jitter_proposals,
@@ -264,3 +265,14 @@ def test_dropout_copies_drop_whole_channels_and_rescale():
     assert values <= {0.0, 1.25}
     per_channel = copies.amax(dim=(2, 3)) == copies.amin(dim=(2, 3))
     assert per_channel.all()
+
+
+def test_blend_size_moves_the_given_fraction_of_the_way_in_log_space():
+    previous, refined = np.array([40.0, 10.0]), np.array([10.0, 40.0])
+    np.testing.assert_allclose(blend_size(previous, refined, 1.0), refined)
+    np.testing.assert_allclose(blend_size(previous, refined, 0.5), [20.0, 20.0])  # geometric mean
+    # Two half steps towards a fixed size cover 3/4 of the log distance.
+    twice = blend_size(blend_size(previous, refined, 0.5), refined, 0.5)
+    np.testing.assert_allclose(np.log(twice / previous), 0.75 * np.log(refined / previous))
+    with pytest.raises(ValueError, match="size_update_rate"):
+        AtomParams(size_update_rate=0.0)

@@ -65,6 +65,9 @@ class AtomParams:
         max_aspect_ratio: boxes with w/h or h/w above are discarded.
         min_target_size: w and h are never smaller than this (or the initial size if smaller).
         update_scale_when_uncertain: refine the size in ``uncertain`` frames too.
+        size_update_rate: fraction of a refined size change taken per frame, in log space
+            (1: the papers'; below 1 damps size changes, :func:`~ebmtrack.tracking.atom.refine.
+            blend_size`).
 
     Other:
         seed: seed of the tracker's random generators (augmentation, dropout, proposals).
@@ -115,6 +118,7 @@ class AtomParams:
     max_aspect_ratio: float = 6.0
     min_target_size: float = 10.0
     update_scale_when_uncertain: bool = True
+    size_update_rate: float = 1.0
 
     seed: int = 0
 
@@ -157,6 +161,8 @@ class AtomParams:
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if not 0 < self.size_update_rate <= 1:
+            raise ValueError(f"size_update_rate must be in (0, 1], got {self.size_update_rate!r}")
         for name in ("learning_rate", "hard_negative_learning_rate"):
             if not 0 < getattr(self, name) < 1:
                 raise ValueError(f"{name} must be in (0, 1), got {getattr(self, name)!r}")

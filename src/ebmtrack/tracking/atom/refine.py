@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import math
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -21,6 +22,7 @@ from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.tracking.atom.iou_gradient import IoUGradient
 
 __all__ = [
+    "blend_size",
     "ascend_iou",
     "check_iou_net",
     "feature_window",
@@ -212,6 +214,17 @@ def ascend_iou(
                 grad = torch.where(accept[:, None], new_grad, grad)
                 lengths = torch.where(accept, lengths, lengths / 2)
     return boxes, ious
+
+
+def blend_size(previous: np.ndarray, refined: np.ndarray, rate: float) -> np.ndarray:
+    """The target size after a refinement, moved ``rate`` of the way from ``previous`` to
+    ``refined`` in log space: ``previous * (refined / previous) ** rate``, per side.
+
+    ``rate`` 1 takes the refined size (ATOM, DiMP); below 1 it damps frame-to-frame size
+    changes the way Siamese trackers do (pysot's default learning rate is 0.4), so that a box
+    head's per-frame bias cannot compound freely. Sizes are (2,) arrays, positive.
+    """
+    return previous * (refined / previous) ** rate
 
 
 def select_box(boxes: Tensor, ious: Tensor, top_k: int, max_aspect_ratio: float) -> Tensor | None:

@@ -41,6 +41,7 @@ from ebmtrack.tracking.atom.memory import SampleMemory
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.tracking.atom.refine import (
     ascend_iou,
+    blend_size,
     check_iou_net,
     fold_iou_net,
     jitter_proposals,
@@ -297,7 +298,9 @@ class AtomTracker:
                 box_crop = self._refine_box(feats, center_crop, size_crop)
                 if box_crop is not None:
                     center_crop = box_crop[:2] + box_crop[2:] / 2
-                    state.size = box_crop[2:] / scale
+                    state.size = blend_size(
+                        state.size, box_crop[2:] / scale, params.size_update_rate
+                    )
             inverse = _invert(matrix)
             state.center = apply_matrix(inverse, center_crop)
             self._clamp_state(state, frame.shape)

@@ -58,6 +58,9 @@ class DiMPParams:
             in target sizes.
         displacement_scale: peaks farther than this * search_size / 2 from the centre are far.
         update_scale_when_uncertain: refine the box in ``uncertain`` frames too.
+        size_update_rate: fraction of a refined size change taken per frame, in log space
+            (1: the papers'; below 1 damps size changes, :func:`~ebmtrack.tracking.atom.refine.
+            blend_size`).
 
     Box refinement (the EBM head, gradient ascent on f(x, y) in y = (cx / w0, cy / h0, log w,
     log h) with (w0, h0) the classifier box's size, :mod:`ebmtrack.tracking.dimp.refine`):
@@ -110,6 +113,7 @@ class DiMPParams:
     target_neighborhood_scale: float = 2.2
     displacement_scale: float = 0.8
     update_scale_when_uncertain: bool = True
+    size_update_rate: float = 1.0
 
     use_box_head: bool = True
     num_random_proposals: int = 9
@@ -168,6 +172,8 @@ class DiMPParams:
         for name in ("search_area_scale", "max_aspect_ratio", "min_target_size"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if not 0 < self.size_update_rate <= 1:
+            raise ValueError(f"size_update_rate must be in (0, 1], got {self.size_update_rate!r}")
         for name in ("learning_rate", "hard_negative_learning_rate"):
             if not 0 < getattr(self, name) < 1:
                 raise ValueError(f"{name} must be in (0, 1), got {getattr(self, name)!r}")

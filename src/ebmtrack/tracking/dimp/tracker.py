@@ -38,6 +38,7 @@ from ebmtrack.tracking.atom.iou_gradient import IoUGradient
 from ebmtrack.tracking.atom.localize import localize, upsample_scores
 from ebmtrack.tracking.atom.memory import SampleMemory
 from ebmtrack.tracking.atom.refine import (
+    blend_size,
     check_iou_net,
     fold_iou_net,
     jitter_proposals,
@@ -238,7 +239,8 @@ class DiMPTracker:
                 refined = self._refine_box(feats, box_crop)
                 box_crop = box_crop if refined is None else refined
             new_box = box_from_crop(box_crop, matrix)
-            state.center, state.size = new_box[:2] + new_box[2:] / 2, new_box[2:]
+            state.center = new_box[:2] + new_box[2:] / 2
+            state.size = blend_size(state.size, new_box[2:], params.size_update_rate)
             self._clamp_state(state, frame.shape)
             toc = time.perf_counter()
             timings["box"], tic = toc - tic, toc
