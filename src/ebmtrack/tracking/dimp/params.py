@@ -59,8 +59,9 @@ class DiMPParams:
         displacement_scale: peaks farther than this * search_size / 2 from the centre are far.
         update_scale_when_uncertain: refine the box in ``uncertain`` frames too.
         size_update_rate: fraction of a refined size change taken per frame, in log space
-            (1: the papers'; below 1 damps size changes, :func:`~ebmtrack.tracking.atom.refine.
-            blend_size`).
+            (:func:`~ebmtrack.tracking.atom.refine.blend_size`; 1 is the paper's tracker). 0.4
+            here: the best of 1, 0.6, 0.4, 0.2 on a validation fold with a head trained without
+            it (docs/results/tracking.md), and pysot's default for Siamese trackers.
 
     Box refinement (the EBM head, gradient ascent on f(x, y) in y = (cx / w0, cy / h0, log w,
     log h) with (w0, h0) the classifier box's size, :mod:`ebmtrack.tracking.dimp.refine`):
@@ -113,7 +114,7 @@ class DiMPParams:
     target_neighborhood_scale: float = 2.2
     displacement_scale: float = 0.8
     update_scale_when_uncertain: bool = True
-    size_update_rate: float = 1.0
+    size_update_rate: float = 0.4
 
     use_box_head: bool = True
     num_random_proposals: int = 9
