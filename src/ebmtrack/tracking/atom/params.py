@@ -123,56 +123,34 @@ class AtomParams:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
-            raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
-        if self.backbone_runtime not in ("torch", "onnx"):
-            raise ValueError(
-                f"backbone_runtime must be 'torch' or 'onnx', got {self.backbone_runtime!r}"
-            )
-        if self.backbone_runtime == "onnx" and self.device != "cpu":
-            raise ValueError("backbone_runtime='onnx' runs on the CPU: use device='cpu'")
-        if not (isinstance(self.search_size, int) and self.search_size >= 64):
-            raise ValueError(f"search_size must be an int >= 64, got {self.search_size!r}")
-        if self.search_size % 16:
-            raise ValueError(f"search_size must be a multiple of 16, got {self.search_size}")
-        positive_ints = (
-            "score_upsample",
-            "projection_dim",
-            "filter_size",
-            "train_skipping",
-            "init_gn_iters",
-            "init_cg_iters",
-            "update_cg_iters",
-            "iou_top_k",
+        check_tracker_params(
+            self,
+            positive_ints=(
+                "score_upsample",
+                "projection_dim",
+                "filter_size",
+                "train_skipping",
+                "init_gn_iters",
+                "init_cg_iters",
+                "update_cg_iters",
+                "iou_top_k",
+            ),
+            non_negative_ints=("num_random_proposals", "iou_steps"),
+            positive=(
+                "search_area_scale",
+                "sigma_factor",
+                "pelu_alpha",
+                "filter_reg",
+                "projection_reg",
+                "max_aspect_ratio",
+                "min_target_size",
+            ),
         )
-        for name in positive_ints:
-            value = getattr(self, name)
-            if not (isinstance(value, int) and value >= 1):
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        positive = (
-            "search_area_scale",
-            "sigma_factor",
-            "pelu_alpha",
-            "filter_reg",
-            "projection_reg",
-            "max_aspect_ratio",
-            "min_target_size",
-        )
-        for name in positive:
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
-        if not 0 < self.size_update_rate <= 1:
-            raise ValueError(f"size_update_rate must be in (0, 1], got {self.size_update_rate!r}")
-        for name in ("learning_rate", "hard_negative_learning_rate"):
-            if not 0 < getattr(self, name) < 1:
-                raise ValueError(f"{name} must be in (0, 1), got {getattr(self, name)!r}")
         if self.memory_size < self.num_init_samples + 1:
             raise ValueError(
                 f"memory_size must exceed the {self.num_init_samples} first-frame samples, "
                 f"got {self.memory_size}"
             )
-        if self.num_random_proposals < 0 or self.iou_steps < 0:
-            raise ValueError("num_random_proposals and iou_steps must be >= 0")
 
     @property
     def num_init_samples(self) -> int:
@@ -183,3 +161,42 @@ class AtomParams:
     def names(cls) -> list[str]:
         """The parameter names, for option checking."""
         return [f.name for f in fields(cls)]
+
+
+def check_tracker_params(
+    params,
+    positive_ints: tuple[str, ...] = (),
+    non_negative_ints: tuple[str, ...] = (),
+    positive: tuple[str, ...] = (),
+) -> None:
+    """The checks every tracker's parameter dataclass shares (``device``, ``backbone_runtime``,
+    ``search_size``, ``size_update_rate``, the two learning rates), then the ranges of the named
+    fields. Raises ValueError naming the field and what is valid."""
+    if params.device not in ("cpu", "cuda") and not params.device.startswith("cuda:"):
+        raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {params.device!r}")
+    if params.backbone_runtime not in ("torch", "onnx"):
+        raise ValueError(
+            f"backbone_runtime must be 'torch' or 'onnx', got {params.backbone_runtime!r}"
+        )
+    if params.backbone_runtime == "onnx" and params.device != "cpu":
+        raise ValueError("backbone_runtime='onnx' runs on the CPU: use device='cpu'")
+    if not (isinstance(params.search_size, int) and params.search_size >= 64):
+        raise ValueError(f"search_size must be an int >= 64, got {params.search_size!r}")
+    if params.search_size % 16:
+        raise ValueError(f"search_size must be a multiple of 16, got {params.search_size}")
+    for name in positive_ints:
+        value = getattr(params, name)
+        if not (isinstance(value, int) and value >= 1):
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    for name in non_negative_ints:
+        value = getattr(params, name)
+        if not (isinstance(value, int) and value >= 0):
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    for name in positive:
+        if not getattr(params, name) > 0:
+            raise ValueError(f"{name} must be positive, got {getattr(params, name)!r}")
+    if not 0 < params.size_update_rate <= 1:
+        raise ValueError(f"size_update_rate must be in (0, 1], got {params.size_update_rate!r}")
+    for name in ("learning_rate", "hard_negative_learning_rate"):
+        if not 0 < getattr(params, name) < 1:
+            raise ValueError(f"{name} must be in (0, 1), got {getattr(params, name)!r}")

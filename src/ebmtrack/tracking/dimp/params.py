@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from ebmtrack.tracking.atom.augment import num_augmented_crops
+from ebmtrack.tracking.atom.params import check_tracker_params
 
 __all__ = ["STEP_RULES", "DiMPParams"]
 
@@ -131,18 +132,18 @@ class DiMPParams:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
-            raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
-        if self.backbone_runtime not in ("torch", "onnx"):
-            raise ValueError(
-                f"backbone_runtime must be 'torch' or 'onnx', got {self.backbone_runtime!r}"
-            )
-        if self.backbone_runtime == "onnx" and self.device != "cpu":
-            raise ValueError("backbone_runtime='onnx' runs on the CPU: use device='cpu'")
-        if not (isinstance(self.search_size, int) and self.search_size >= 64):
-            raise ValueError(f"search_size must be an int >= 64, got {self.search_size!r}")
-        if self.search_size % 16:
-            raise ValueError(f"search_size must be a multiple of 16, got {self.search_size}")
+        check_tracker_params(
+            self,
+            positive_ints=("score_upsample", "train_skipping", "box_top_k"),
+            non_negative_ints=(
+                "init_iters",
+                "update_iters",
+                "hard_negative_iters",
+                "num_random_proposals",
+                "box_steps",
+            ),
+            positive=("search_area_scale", "max_aspect_ratio", "min_target_size"),
+        )
         if self.box_step_rule not in STEP_RULES:
             raise ValueError(
                 f"box_step_rule must be one of {', '.join(STEP_RULES)}, got {self.box_step_rule!r}"
@@ -154,30 +155,6 @@ class DiMPParams:
             )
         if not 0 < self.box_step_decay <= 1:
             raise ValueError(f"box_step_decay must be in (0, 1], got {self.box_step_decay!r}")
-        positive_ints = ("score_upsample", "train_skipping", "box_top_k")
-        for name in positive_ints:
-            value = getattr(self, name)
-            if not (isinstance(value, int) and value >= 1):
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        counts = (
-            "init_iters",
-            "update_iters",
-            "hard_negative_iters",
-            "num_random_proposals",
-            "box_steps",
-        )
-        for name in counts:
-            value = getattr(self, name)
-            if not (isinstance(value, int) and value >= 0):
-                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-        for name in ("search_area_scale", "max_aspect_ratio", "min_target_size"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
-        if not 0 < self.size_update_rate <= 1:
-            raise ValueError(f"size_update_rate must be in (0, 1], got {self.size_update_rate!r}")
-        for name in ("learning_rate", "hard_negative_learning_rate"):
-            if not 0 < getattr(self, name) < 1:
-                raise ValueError(f"{name} must be in (0, 1), got {getattr(self, name)!r}")
         copies, probability = self.aug_dropout
         if copies < 0 or not 0 <= probability < 1:
             raise ValueError(
