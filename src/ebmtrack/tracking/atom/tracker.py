@@ -34,7 +34,7 @@ from ebmtrack.models.classifier import (
     update_filter,
 )
 from ebmtrack.models.iou_net import AtomIoUNet
-from ebmtrack.ops.crop import apply_matrix, crop_square
+from ebmtrack.ops.crop import apply_matrix
 from ebmtrack.tracking.atom.augment import augmented_crops, dropout_copies
 from ebmtrack.tracking.atom.localize import localize, upsample_scores
 from ebmtrack.tracking.atom.memory import SampleMemory
@@ -49,27 +49,9 @@ from ebmtrack.tracking.atom.refine import (
     window_test_features,
 )
 from ebmtrack.tracking.base import TrackResult, TrackStatus, validate_box
+from ebmtrack.tracking.search_region import SearchRegionTracker, as_rgb
 
-__all__ = ["AtomTracker", "as_rgb", "clamp_target", "feature_extractor", "normalize_features"]
-
-# The target centre may leave the frame by this fraction of its size (reference: inside_ratio 0.2).
-_CENTER_OUTSIDE = 0.3
-
-
-def as_rgb(frame: np.ndarray) -> np.ndarray:
-    """A uint8 (H, W, 3) view of a uint8 (H, W), (H, W, 1), (H, W, 3) or (H, W, 4) frame."""
-    if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8:
-        raise ValueError(
-            f"frame must be a uint8 numpy array, "
-            f"got {getattr(frame, 'dtype', type(frame).__name__)}"
-        )
-    if frame.ndim == 2:
-        frame = frame[:, :, None]
-    if frame.ndim != 3 or frame.shape[2] not in (1, 3, 4) or min(frame.shape[:2]) < 1:
-        raise ValueError(f"frame must have shape (H, W), (H, W, 3) or (H, W, 4), got {frame.shape}")
-    if frame.shape[2] == 1:
-        return np.repeat(frame, 3, axis=2)
-    return frame[:, :, :3]
+__all__ = ["AtomTracker", "feature_extractor", "normalize_features"]
 
 
 def feature_extractor(
@@ -83,18 +65,6 @@ def feature_extractor(
     if runtime == "onnx":
         return backbone.to_onnx_runtime(layers)
     return functools.partial(optimize_for_inference(backbone), layers=layers)
-
-
-def clamp_target(
-    center: np.ndarray, size: np.ndarray, min_size: np.ndarray, frame_shape: tuple[int, ...]
-) -> tuple[np.ndarray, np.ndarray]:
-    """The target's (centre, size) in frame px kept sane: the size between ``min_size`` and the
-    frame's, the centre at most ``_CENTER_OUTSIDE`` sizes outside the frame."""
-    height, width = frame_shape[:2]
-    limit = np.array([width, height], dtype=np.float64)
-    size = np.clip(size, min_size, np.maximum(limit, min_size))
-    margin = _CENTER_OUTSIDE * size
-    return np.clip(center, -margin, limit + margin), size
 
 
 def normalize_features(features: Tensor) -> Tensor:
@@ -116,7 +86,7 @@ class _State:
     modulation: list[Tensor] | None
 
 
-class AtomTracker:
+class AtomTracker(SearchRegionTracker):
     """ATOM behind the :class:`~ebmtrack.tracking.base.Tracker` interface.
 
     Args:
@@ -180,25 +150,11 @@ class AtomTracker:
         self._state: _State | None = None
 
     # ------------------------------------------------------------------ geometry helpers
-    def _side(self, size: np.ndarray) -> float:
-        return self.params.search_area_scale * math.sqrt(float(size[0] * size[1]))
-
     def _labels(self, centers_px: np.ndarray) -> Tensor:
         """Gaussian labels (N, H, W) for target centres (N, 2) in crop pixels."""
         sigma = self.params.sigma_factor * self.params.search_size / self.params.search_area_scale
         centers = torch.as_tensor(centers_px / self.stride, dtype=torch.float32, device=self.device)
         return gaussian_labels(centers, sigma / self.stride, (self.map_size, self.map_size))
-
-    def _to_tensor(self, crops: np.ndarray) -> Tensor:
-        return torch.from_numpy(crops).to(self.device).permute(0, 3, 1, 2).float()
-
-    def _clamp_state(self, state: _State, frame_shape: tuple[int, ...]) -> None:
-        state.center, state.size = clamp_target(
-            state.center, state.size, state.min_size, frame_shape
-        )
-
-    def _box(self, state: _State) -> np.ndarray:
-        return np.concatenate([state.center - state.size / 2, state.size])
 
     # ------------------------------------------------------------------ tracker interface
     def initialize(self, frame: np.ndarray, box: np.ndarray) -> None:
@@ -251,19 +207,11 @@ class AtomTracker:
 
     def track(self, frame: np.ndarray) -> TrackResult:
         """Locate the target in ``frame`` (any size, RGB or grayscale)."""
-        state = self._state
-        if state is None:
-            raise ValueError("track() called before initialize(frame, box)")
         params = self.params
-        frame = as_rgb(frame)
-        self._clamp_state(state, frame.shape)
-        state.frame_index += 1
         timings = {}
         tic = time.perf_counter()
-
-        side = self._side(state.size)
-        patch, matrix = crop_square(frame, tuple(state.center), side, params.search_size)
-        scale = params.search_size / side  # crop px per frame px
+        state, frame, region = self._next_frame(frame)
+        patch, matrix, scale = region.patch, region.matrix, region.scale  # scale: crop px / px
         with torch.inference_mode():
             self._image.copy_(torch.from_numpy(patch).permute(2, 0, 1))
             toc = time.perf_counter()
@@ -353,10 +301,6 @@ class AtomTracker:
         )
         best = select_box(boxes + offset, ious, params.iou_top_k, params.max_aspect_ratio)
         return None if best is None else best.double().cpu().numpy()
-
-    def _proposal_generator(self) -> torch.Generator:
-        # One stream per frame, so that a sequence replays identically.
-        return torch.Generator().manual_seed(self.params.seed * 100_003 + self._state.frame_index)
 
 
 def _invert(matrix: np.ndarray) -> np.ndarray:

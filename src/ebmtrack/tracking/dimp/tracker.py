@@ -21,7 +21,6 @@ the unaugmented crop. Geometry as ATOM: continuous frame pixels, crops with exac
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -32,7 +31,7 @@ from torch import Tensor
 from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.dimp import DiMPClassifier
 from ebmtrack.models.iou_net import AtomIoUNet
-from ebmtrack.ops.crop import box_from_crop, box_to_crop, crop_square
+from ebmtrack.ops.crop import box_from_crop, box_to_crop
 from ebmtrack.tracking.atom.augment import augmented_crops, dropout_copies
 from ebmtrack.tracking.atom.iou_gradient import IoUGradient
 from ebmtrack.tracking.atom.localize import localize, upsample_scores
@@ -45,10 +44,11 @@ from ebmtrack.tracking.atom.refine import (
     select_box,
     window_test_features,
 )
-from ebmtrack.tracking.atom.tracker import as_rgb, clamp_target, feature_extractor
+from ebmtrack.tracking.atom.tracker import feature_extractor
 from ebmtrack.tracking.base import TrackResult, TrackStatus, validate_box
 from ebmtrack.tracking.dimp.params import DiMPParams
 from ebmtrack.tracking.dimp.refine import FrameBoxEnergy, ascend_boxes
+from ebmtrack.tracking.search_region import SearchRegionTracker, as_rgb
 
 __all__ = ["DiMPTracker"]
 
@@ -64,7 +64,7 @@ class _State:
     modulation: list[Tensor] | None
 
 
-class DiMPTracker:
+class DiMPTracker(SearchRegionTracker):
     """DiMP-NCE+ behind the :class:`~ebmtrack.tracking.base.Tracker` interface.
 
     Args:
@@ -128,20 +128,6 @@ class DiMPTracker:
             )
 
     # ------------------------------------------------------------------ geometry helpers
-    def _side(self, size: np.ndarray) -> float:
-        return self.params.search_area_scale * math.sqrt(float(size[0] * size[1]))
-
-    def _to_tensor(self, crops: np.ndarray) -> Tensor:
-        return torch.from_numpy(crops).to(self.device).permute(0, 3, 1, 2).float()
-
-    def _clamp_state(self, state: _State, frame_shape: tuple[int, ...]) -> None:
-        state.center, state.size = clamp_target(
-            state.center, state.size, state.min_size, frame_shape
-        )
-
-    def _box(self, state: _State) -> np.ndarray:
-        return np.concatenate([state.center - state.size / 2, state.size])
-
     def _boxes_tensor(self, boxes: np.ndarray) -> Tensor:
         return torch.as_tensor(boxes, dtype=torch.float32, device=self.device)
 
@@ -191,19 +177,11 @@ class DiMPTracker:
 
     def track(self, frame: np.ndarray) -> TrackResult:
         """Locate the target in ``frame`` (any size, RGB or grayscale)."""
-        state = self._state
-        if state is None:
-            raise ValueError("track() called before initialize(frame, box)")
         params = self.params
-        frame = as_rgb(frame)
-        self._clamp_state(state, frame.shape)
-        state.frame_index += 1
         timings = {}
         tic = time.perf_counter()
-
-        side = self._side(state.size)
-        patch, matrix = crop_square(frame, tuple(state.center), side, params.search_size)
-        scale = params.search_size / side  # crop px per frame px
+        state, frame, region = self._next_frame(frame)
+        patch, matrix, scale = region.patch, region.matrix, region.scale  # scale: crop px / px
         with torch.no_grad():
             self._image.copy_(torch.from_numpy(patch).permute(2, 0, 1))
             toc = time.perf_counter()
@@ -304,7 +282,3 @@ class DiMPTracker:
         )
         best = select_box(boxes + offset, values, params.box_top_k, params.max_aspect_ratio)
         return None if best is None else best.double().cpu().numpy()
-
-    def _proposal_generator(self) -> torch.Generator:
-        # One stream per frame, so that a sequence replays identically.
-        return torch.Generator().manual_seed(self.params.seed * 100_003 + self._state.frame_index)

@@ -1,0 +1,104 @@
+"""What the ATOM and DiMP trackers share: the target state and its square search region.
+
+The target is a centre and a size in frame pixels. Each frame, a square region of side
+``search_area_scale * sqrt(w h)`` around the last centre is cropped and resized to
+``search_size`` pixels (:func:`ebmtrack.ops.crop.crop_square`); the classifier and the box head
+work in that crop's pixels.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ebmtrack.ops.crop import crop_square
+
+# The target centre may leave the frame by this fraction of its size (reference: inside_ratio 0.2).
+_CENTER_OUTSIDE = 0.3
+
+
+def as_rgb(frame: np.ndarray) -> np.ndarray:
+    """A uint8 (H, W, 3) view of a uint8 (H, W), (H, W, 1), (H, W, 3) or (H, W, 4) frame."""
+    if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8:
+        raise ValueError(
+            f"frame must be a uint8 numpy array, "
+            f"got {getattr(frame, 'dtype', type(frame).__name__)}"
+        )
+    if frame.ndim == 2:
+        frame = frame[:, :, None]
+    if frame.ndim != 3 or frame.shape[2] not in (1, 3, 4) or min(frame.shape[:2]) < 1:
+        raise ValueError(f"frame must have shape (H, W), (H, W, 3) or (H, W, 4), got {frame.shape}")
+    if frame.shape[2] == 1:
+        return np.repeat(frame, 3, axis=2)
+    return frame[:, :, :3]
+
+
+def clamp_target(
+    center: np.ndarray, size: np.ndarray, min_size: np.ndarray, frame_shape: tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The target's (centre, size) in frame px kept sane: the size between ``min_size`` and the
+    frame's, the centre at most ``_CENTER_OUTSIDE`` sizes outside the frame."""
+    height, width = frame_shape[:2]
+    limit = np.array([width, height], dtype=np.float64)
+    size = np.clip(size, min_size, np.maximum(limit, min_size))
+    margin = _CENTER_OUTSIDE * size
+    return np.clip(center, -margin, limit + margin), size
+
+
+@dataclass
+class SearchRegion:
+    """One frame's search region: the (S, S, 3) crop, the 2x3 frame -> crop ``matrix`` and the
+    ``scale`` in crop px per frame px."""
+
+    patch: np.ndarray
+    matrix: np.ndarray
+    scale: float
+
+
+class SearchRegionTracker:
+    """Base of the trackers that search a square region around the last target position.
+
+    Subclasses set ``params`` (with ``search_area_scale``, ``search_size``, ``seed``),
+    ``device`` and ``_state`` (with ``center``, ``size``, ``min_size``, ``frame_index``).
+    """
+
+    params: Any
+    device: torch.device
+    _state: Any
+
+    def _side(self, size: np.ndarray) -> float:
+        return self.params.search_area_scale * math.sqrt(float(size[0] * size[1]))
+
+    def _to_tensor(self, crops: np.ndarray) -> Tensor:
+        return torch.from_numpy(crops).to(self.device).permute(0, 3, 1, 2).float()
+
+    def _clamp_state(self, state, frame_shape: tuple[int, ...]) -> None:
+        state.center, state.size = clamp_target(
+            state.center, state.size, state.min_size, frame_shape
+        )
+
+    def _box(self, state) -> np.ndarray:
+        return np.concatenate([state.center - state.size / 2, state.size])
+
+    def _next_frame(self, frame: np.ndarray) -> tuple[Any, np.ndarray, SearchRegion]:
+        """Start tracking ``frame``: the state (frame counter advanced), the frame as RGB and
+        its search region around the last position."""
+        state = self._state
+        if state is None:
+            raise ValueError("track() called before initialize(frame, box)")
+        frame = as_rgb(frame)
+        self._clamp_state(state, frame.shape)
+        state.frame_index += 1
+        side = self._side(state.size)
+        size = self.params.search_size
+        patch, matrix = crop_square(frame, tuple(state.center), side, size)
+        return state, frame, SearchRegion(patch, matrix, size / side)
+
+    def _proposal_generator(self) -> torch.Generator:
+        # One stream per frame, so that a sequence replays identically.
+        return torch.Generator().manual_seed(self.params.seed * 100_003 + self._state.frame_index)
