@@ -9,6 +9,8 @@ work in that crop's pixels.
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,12 +66,15 @@ class SearchRegionTracker:
     """Base of the trackers that search a square region around the last target position.
 
     Subclasses set ``params`` (with ``search_area_scale``, ``search_size``, ``seed``),
-    ``device`` and ``_state`` (with ``center``, ``size``, ``min_size``, ``frame_index``).
+    ``device``, ``_state`` (with ``center``, ``size``, ``min_size``, ``frame_index``), the
+    backbone call ``_extract`` and its (1, 3, S, S) input buffer ``_image``.
     """
 
     params: Any
     device: torch.device
     _state: Any
+    _extract: Callable[[Tensor], dict[str, Tensor]]
+    _image: Tensor
 
     def _side(self, size: np.ndarray) -> float:
         return self.params.search_area_scale * math.sqrt(float(size[0] * size[1]))
@@ -98,6 +103,22 @@ class SearchRegionTracker:
         size = self.params.search_size
         patch, matrix = crop_square(frame, tuple(state.center), side, size)
         return state, frame, SearchRegion(patch, matrix, size / side)
+
+    def _search_features(
+        self, frame: np.ndarray, timings: dict[str, float]
+    ) -> tuple[Any, np.ndarray, SearchRegion, dict[str, Tensor]]:
+        """:meth:`_next_frame`, then the backbone's features of the search region (without
+        autograd history; a refinement may still differentiate functions of them). Records the
+        ``crop`` and ``backbone`` seconds in ``timings``."""
+        tic = time.perf_counter()
+        state, frame, region = self._next_frame(frame)
+        with torch.no_grad():
+            self._image.copy_(torch.from_numpy(region.patch).permute(2, 0, 1))
+            toc = time.perf_counter()
+            timings["crop"], tic = toc - tic, toc
+            feats = self._extract(self._image)
+        timings["backbone"] = time.perf_counter() - tic
+        return state, frame, region, feats
 
     def _proposal_generator(self) -> torch.Generator:
         # One stream per frame, so that a sequence replays identically.

@@ -209,16 +209,10 @@ class AtomTracker(SearchRegionTracker):
         """Locate the target in ``frame`` (any size, RGB or grayscale)."""
         params = self.params
         timings = {}
+        state, frame, region, feats = self._search_features(frame, timings)
+        matrix, scale = region.matrix, region.scale  # scale: crop px per frame px
         tic = time.perf_counter()
-        state, frame, region = self._next_frame(frame)
-        patch, matrix, scale = region.patch, region.matrix, region.scale  # scale: crop px / px
         with torch.inference_mode():
-            self._image.copy_(torch.from_numpy(patch).permute(2, 0, 1))
-            toc = time.perf_counter()
-            timings["crop"], tic = toc - tic, toc
-            feats = self._extract(self._image)
-            toc = time.perf_counter()
-            timings["backbone"], tic = toc - tic, toc
             projected = state.classifier.project(normalize_features(feats[self.classifier_layer]))
             scores = state.classifier.score(projected)[0]
             fine_scores = upsample_scores(scores, params.score_upsample)

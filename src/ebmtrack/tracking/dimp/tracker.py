@@ -179,17 +179,11 @@ class DiMPTracker(SearchRegionTracker):
         """Locate the target in ``frame`` (any size, RGB or grayscale)."""
         params = self.params
         timings = {}
+        # Features without history, not inference tensors: the refinement's autograd reads them.
+        state, frame, region, feats = self._search_features(frame, timings)
+        matrix, scale = region.matrix, region.scale  # scale: crop px per frame px
         tic = time.perf_counter()
-        state, frame, region = self._next_frame(frame)
-        patch, matrix, scale = region.patch, region.matrix, region.scale  # scale: crop px / px
         with torch.no_grad():
-            self._image.copy_(torch.from_numpy(patch).permute(2, 0, 1))
-            toc = time.perf_counter()
-            timings["crop"], tic = toc - tic, toc
-            # no_grad, not inference_mode: the refinement's autograd reads these features.
-            feats = self._extract(self._image)
-            toc = time.perf_counter()
-            timings["backbone"], tic = toc - tic, toc
             sample = self.classifier.extract_features(feats[self.classifier_layer])
             scores = self.classifier.classify(state.filter, sample[:, None])[0, 0]
             found = localize(
