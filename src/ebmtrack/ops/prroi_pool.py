@@ -340,9 +340,10 @@ def prroi_pool(
     Returns:
         (K, C, PH, PW): bin (p, q) of RoI k is the exact integral of the interpolated field over
         [x1 + q * bw, x1 + (q + 1) * bw] x [y1 + p * bh, y1 + (p + 1) * bh] (coordinates times s,
-        bw = (x2 - x1) / PW, bh = (y2 - y1) / PH) divided by bw * bh. Differentiable (once) with
-        respect to ``features`` and the four coordinates of ``rois`` (the batch index gets zero
-        gradient).
+        bw = (x2 - x1) / PW, bh = (y2 - y1) / PH) divided by bw * bh. Differentiable with respect
+        to ``features`` and the four coordinates of ``rois`` (the batch index gets zero
+        gradient): first derivatives by a written-out backward, higher ones (``create_graph``)
+        by autograd through the forward.
 
     Edge cases (the reference implementation's behaviour):
         - The field is zero outside the map, so a box partly outside averages in zeros and a box
