@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -275,27 +276,26 @@ def _check_values_and_window(
     A cell matters if its hat overlaps some RoI, i.e. if it lies within one cell of
     [x1, max(x1, x2)] (resp. y). One host synchronisation for the checks and the window.
     """
-    batch = rois[:, 0].detach()
-    detached = corners.detach()
-    flags = torch.stack([torch.isfinite(rois).all(), (batch == batch.round()).all()])
-    summary = torch.cat(
-        [
-            flags.to(batch.dtype),
-            torch.stack(torch.aminmax(batch)),
-            detached[:, :2].amin(0),  # the lowest x1, y1
-            detached.view(-1, 2, 2).amax((0, 1)),  # the highest x1 or x2, y1 or y2
-        ]
-    ).tolist()
-    finite, integral, lowest, highest = summary[:4]
-    if not finite:
+    # The checks run in numpy on a host copy: a few small arrays, where a dozen tensor ops cost
+    # more than the pooling's own arithmetic in the tracking workload.
+    if rois.device.type == "cpu":
+        values, corner_values = rois.detach().numpy(), corners.detach().numpy()
+    else:
+        both = torch.cat([rois.detach(), corners.detach()], dim=1).cpu().numpy()
+        values, corner_values = both[:, :5], both[:, 5:]
+    if not np.isfinite(values).all():
         raise ValueError("rois must be finite, got NaN or inf coordinates")
-    if not (integral and lowest >= 0 and highest < num_batches):
+    batch = values[:, 0]
+    lowest, highest = float(batch.min()), float(batch.max())
+    if not ((batch == np.round(batch)).all() and lowest >= 0 and highest < num_batches):
         raise ValueError(
             f"rois[:, 0] must be integer batch indices in [0, {num_batches - 1}], "
             f"got values in [{lowest:g}, {highest:g}]"
         )
+    low = corner_values[:, :2].min(0)  # the lowest x1, y1
+    high = corner_values.reshape(-1, 2, 2).max((0, 1))  # the highest x1 or x2, y1 or y2
     bounds = []
-    for lo, hi, size in zip(summary[4:6], summary[6:8], sizes):
+    for lo, hi, size in zip(low.tolist(), high.tolist(), sizes):
         lo = min(max(math.floor(lo), 0), size)
         bounds.append((lo, min(max(math.floor(hi) + 2, lo), size)))
     return bounds
