@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from ebmtrack.ops.crop import crop_square
+from ebmtrack.tracking.atom.localize import Localization, localize, upsample_scores
 
 # The target centre may leave the frame by this fraction of its size (reference: inside_ratio 0.2).
 _CENTER_OUTSIDE = 0.3
@@ -119,6 +120,23 @@ class SearchRegionTracker:
             feats = self._extract(self._image)
         timings["backbone"] = time.perf_counter() - tic
         return state, frame, region, feats
+
+    def _localize(self, scores: Tensor, stride: int, target_size: np.ndarray) -> Localization:
+        """The target in a (H, W) score map of ``stride``-pixel cells, upsampled by
+        ``params.score_upsample``, judged by the parameters' thresholds (reference B.1);
+        ``target_size`` (w, h) in crop pixels."""
+        params = self.params
+        return localize(
+            upsample_scores(scores, params.score_upsample),
+            cell_px=stride / params.score_upsample,
+            crop_size=params.search_size,
+            target_size=tuple(target_size),
+            not_found_threshold=params.target_not_found_threshold,
+            distractor_threshold=params.distractor_threshold,
+            hard_negative_threshold=params.hard_negative_threshold,
+            neighborhood_scale=params.target_neighborhood_scale,
+            displacement_scale=params.displacement_scale,
+        )
 
     def _proposal_generator(self) -> torch.Generator:
         # One stream per frame, so that a sequence replays identically.

@@ -36,7 +36,6 @@ from ebmtrack.models.classifier import (
 from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.ops.crop import apply_matrix
 from ebmtrack.tracking.atom.augment import augmented_crops, dropout_copies
-from ebmtrack.tracking.atom.localize import localize, upsample_scores
 from ebmtrack.tracking.atom.memory import SampleMemory
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.tracking.atom.refine import (
@@ -215,18 +214,7 @@ class AtomTracker(SearchRegionTracker):
         with torch.inference_mode():
             projected = state.classifier.project(normalize_features(feats[self.classifier_layer]))
             scores = state.classifier.score(projected)[0]
-            fine_scores = upsample_scores(scores, params.score_upsample)
-            found = localize(
-                fine_scores,
-                cell_px=self.stride / params.score_upsample,
-                crop_size=params.search_size,
-                target_size=tuple(state.size * scale),
-                not_found_threshold=params.target_not_found_threshold,
-                distractor_threshold=params.distractor_threshold,
-                hard_negative_threshold=params.hard_negative_threshold,
-                neighborhood_scale=params.target_neighborhood_scale,
-                displacement_scale=params.displacement_scale,
-            )
+            found = self._localize(scores, self.stride, state.size * scale)
         toc = time.perf_counter()
         timings["classifier"], tic = toc - tic, toc
 

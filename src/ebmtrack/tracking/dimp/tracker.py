@@ -34,7 +34,6 @@ from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.ops.crop import box_from_crop, box_to_crop
 from ebmtrack.tracking.atom.augment import augmented_crops, dropout_copies
 from ebmtrack.tracking.atom.iou_gradient import IoUGradient
-from ebmtrack.tracking.atom.localize import localize, upsample_scores
 from ebmtrack.tracking.atom.memory import SampleMemory
 from ebmtrack.tracking.atom.refine import (
     blend_size,
@@ -186,17 +185,7 @@ class DiMPTracker(SearchRegionTracker):
         with torch.no_grad():
             sample = self.classifier.extract_features(feats[self.classifier_layer])
             scores = self.classifier.classify(state.filter, sample[:, None])[0, 0]
-            found = localize(
-                upsample_scores(scores, params.score_upsample),
-                cell_px=self.stride / params.score_upsample,
-                crop_size=params.search_size,
-                target_size=tuple(state.size * scale),
-                not_found_threshold=params.target_not_found_threshold,
-                distractor_threshold=params.distractor_threshold,
-                hard_negative_threshold=params.hard_negative_threshold,
-                neighborhood_scale=params.target_neighborhood_scale,
-                displacement_scale=params.displacement_scale,
-            )
+            found = self._localize(scores, self.stride, state.size * scale)
         toc = time.perf_counter()
         timings["classifier"], tic = toc - tic, toc
 
