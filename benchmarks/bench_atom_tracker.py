@@ -93,7 +93,11 @@ def bench(backbone_name, runtime, search_size, frames, box, warmup):
     for _ in range(3):
         start, cpu_start = time.perf_counter(), time.process_time()
         update_filter(
-            state.classifier, *full, torch.full((count,), 1.0 / count), params.update_cg_iters
+            state.classifier,
+            *full,
+            torch.full((count,), 1.0 / count),
+            params.update_cg_iters,
+            product_dtype=tracker.update_dtype,
         )
         update_times.append(time.perf_counter() - start)
         update_cpu.append(time.process_time() - cpu_start)

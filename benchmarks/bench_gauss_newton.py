@@ -6,9 +6,12 @@
    backward pass), each at its best learning rate from a grid, on synthetic features of the
    first-frame size: 30 samples of 256 x 18 x 18, projection to 64 channels, 4x4 filter.
 2. Speed: the first-frame optimisation (6 x 10) and one per-frame update (5 CG iterations on the
-   filter only, with 250 stored samples of 64 x 18 x 18 projected features). Ratios against
-   the dense matrix products that this formulation must do, measured in the same run, and
-   against the same residuals written with conv2d. ``--previous FILE`` also times the
+   filter only, with 250 stored samples of 64 x 18 x 18 projected features), the update both
+   with the generic solver (double backprop) and as the tracker runs it
+   (``ebmtrack.models.classifier.update_filter``: closed-form Jacobian products, in float32
+   and with bfloat16 products; the bfloat16 update's loss is compared with the float32 one's).
+   Ratios against the dense matrix products that this formulation must do, measured in the
+   same run, and against the same residuals written with conv2d. ``--previous FILE`` also times the
    residuals of another version of ``ebmtrack/optim/problems.py`` (e.g. an older commit's,
    from ``git show``) on the same data.
 
@@ -28,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from bench_prroi_pool import load_module, measure
 
+from ebmtrack.models.classifier import AtomClassifier, ClassifierConfig, update_filter
 from ebmtrack.optim import conjugate_gradient, gauss_newton_cg
 from ebmtrack.optim.problems import AtomClassifierProblem, first_order_losses, pelu
 
@@ -110,8 +114,28 @@ def plot(runs: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
+def tracker_update(problem, filt, product_dtype, final_loss=False):
+    """The tracker's update of ``filt`` (1 x D x k x k) on the problem's samples, as a callable
+    returning the losses (before, and with ``final_loss`` after; the tracker skips that pass)."""
+    config = ClassifierConfig(in_channels=problem.features.shape[1], projection_dim=filt.shape[1])
+    classifier = AtomClassifier(config)
+    labels, weights = problem.labels[:, 0], problem.sample_weights
+
+    def run():
+        with torch.no_grad():
+            classifier.filter.copy_(filt)
+        return update_filter(
+            classifier, problem.features, labels, weights, 5, final_loss, product_dtype
+        )
+
+    return run
+
+
 def solver_run(problem, params, residuals):
-    """The timed call: GN-CG 6 x 10 on ``residuals``, or (None) ATOM's update of the filter."""
+    """The timed call: GN-CG 6 x 10 on ``residuals``; (None) ATOM's update of the filter with the
+    generic solver; (a dtype) the tracker's update with products in that dtype."""
+    if isinstance(residuals, torch.dtype):
+        return tracker_update(problem, params[0][None], residuals)
     if residuals is None:  # filter only, Polak-Ribiere, no preconditioner
         return lambda: conjugate_gradient(problem.filter_residuals, params, 5, final_loss=False)
     return lambda: gauss_newton_cg(
@@ -138,6 +162,9 @@ def timings(threads: int, reps: int, previous: Path | None = None) -> list[dict]
         if not label:
             residuals = conv2d_residuals(first)
             cases.append(("first frame, 6 GN x 10 CG (conv2d residuals)", first, start, residuals))
+            for dtype in (torch.float32, torch.bfloat16):
+                name = f"update, tracker's closed form, {str(dtype)[6:]} products"
+                cases.append((name, memory, [start[1]], dtype))
 
     # The floors: the products that this formulation needs. First frame: per GN iteration 2
     # (forward, backward) and per CG iteration 2 (J p, J^T q; the last one only J p) products of
@@ -160,9 +187,13 @@ def timings(threads: int, reps: int, previous: Path | None = None) -> list[dict]
     rows = []
     for name, problem, params, residuals in cases:
         runs = reps if "update" in name else max(1, reps // 4)
-        ours = measure(solver_run(problem, params, residuals), runs, warmup=1)
+        call = solver_run(problem, params, residuals)
+        ours = measure(call, runs, warmup=1)
         floor = floors["update" if "update" in name else "first frame"]
         row = {"threads": threads, "case": name, "ours": ours, "floor": floor}
+        if isinstance(residuals, torch.dtype):
+            update = tracker_update(problem, params[0][None], residuals, final_loss=True)
+            row["losses_before_after"] = update().tolist()
         if "first frame" in name:
             row["unfolded_projection_floor"] = floors["projection"]
         row["ratio_wall_min"] = ours["wall_min_ms"] / floor["wall_min_ms"]
@@ -228,6 +259,13 @@ def main() -> None:
             f"{o['wall_median_ms']:.1f} | {o['cpu_median_ms']:.1f} | {f['wall_min_ms']:.1f} / "
             f"{f['cpu_median_ms']:.1f} | {row['ratio_wall_min']:.2f} / {row['ratio_cpu']:.2f} |"
         )
+    lines += ["", "Tracker updates, loss 1/2 ||r||^2 before -> after (same data and start):", ""]
+    lines += [
+        f"- {row['threads']} thr, {row['case']}: {before:.6g} -> {after:.6g}"
+        for row in speed
+        if "losses_before_after" in row
+        for before, after in [row["losses_before_after"]]
+    ]
     table = "\n".join(lines)
     print(table)
     (args.out / "gauss_newton.md").write_text(table + "\n")

@@ -7,7 +7,9 @@ import torch.nn.functional as F
 from ebmtrack.models.classifier import (
     AtomClassifier,
     ClassifierConfig,
+    FilterLinearization,
     classifier_residuals,
+    fast_product_dtype,
     filter_response,
     filter_response_adjoint,
     fit_classifier,
@@ -185,3 +187,54 @@ def test_bad_config_is_rejected():
         ClassifierConfig(projection_dim=0)
     with pytest.raises(ValueError, match="filter_reg"):
         ClassifierConfig(filter_reg=-1.0)
+
+
+def test_bfloat16_products_are_the_float32_ones_to_bfloat16_precision():
+    # A rounded copy of the samples, float32 accumulation: each Jacobian product agrees with the
+    # float32 one to about bfloat16's 8 significant bits.
+    x, labels, weights = _toy_problem(seed=6)
+    config = ClassifierConfig(in_channels=16, projection_dim=16)
+    filt = torch.randn(1, 16, 4, 4, generator=torch.Generator().manual_seed(7))
+    exact = FilterLinearization(filt, x, labels, weights, config)
+    rounded = FilterLinearization(filt, x, labels, weights, config, torch.bfloat16)
+    assert rounded.samples.dtype == torch.bfloat16 and exact.samples.dtype == torch.float32
+    step = [torch.randn(filt.shape, generator=torch.Generator().manual_seed(8))]
+    data = torch.randn(labels.shape, generator=torch.Generator().manual_seed(9))
+    reg = torch.randn(filt.shape, generator=torch.Generator().manual_seed(10))
+    for got, want in [
+        (rounded.jvp(step)[0], exact.jvp(step)[0]),
+        (rounded.vjp([data, reg])[0], exact.vjp([data, reg])[0]),
+        (rounded.gradient()[0], exact.gradient()[0]),
+    ]:
+        assert got.dtype == torch.float32
+        relative = (got - want).norm() / want.norm()
+        assert 1e-6 < relative < 1e-2  # rounded, and only by the rounding
+    # Adjoint up to the rounding: |<J p, q> - <p, J^T q>| small against ||J p|| ||q||.
+    jac_step = rounded.jvp(step)[0]
+    gap = (jac_step * data).sum() - (step[0] * rounded.vjp([data, 0 * reg])[0]).sum()
+    assert gap.abs() < 1e-2 * jac_step.norm() * data.norm()
+
+
+def test_bfloat16_update_lowers_the_loss_like_the_float32_one():
+    x, labels, weights = _toy_problem(seed=1)
+    config = ClassifierConfig(in_channels=16, projection_dim=8)
+    losses = {}
+    for dtype in (None, torch.bfloat16):
+        clf = AtomClassifier(config, torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            z = clf.project(x)
+        losses[dtype] = update_filter(clf, z, labels, weights, 5, True, product_dtype=dtype)
+    before, after = losses[torch.bfloat16]
+    assert after < 0.5 * before
+    torch.testing.assert_close(losses[torch.bfloat16], losses[None], rtol=2e-2, atol=0.0)
+
+
+def test_fast_product_dtype_uses_bfloat16_only_on_cpus_that_have_it():
+    assert fast_product_dtype("cuda") == torch.float32
+    assert fast_product_dtype("cpu") in (torch.float32, torch.bfloat16)
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            native = any("avx512_bf16" in line or "amx_bf16" in line for line in cpuinfo)
+    except OSError:
+        native = False
+    assert (fast_product_dtype("cpu") == torch.bfloat16) == native

@@ -187,3 +187,5 @@ def test_bad_inputs(backbone, iou_net):
         AtomParams(search_size=100)
     with pytest.raises(ValueError, match="device"):
         AtomParams(device="tpu")
+    with pytest.raises(ValueError, match="update_precision must be one of auto, float32"):
+        AtomParams(update_precision="float16")

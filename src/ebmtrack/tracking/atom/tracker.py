@@ -29,6 +29,7 @@ from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.classifier import (
     AtomClassifier,
     ClassifierConfig,
+    fast_product_dtype,
     fit_classifier,
     gaussian_labels,
     update_filter,
@@ -118,6 +119,10 @@ class AtomTracker(SearchRegionTracker):
     ) -> None:
         self.params = params = params or AtomParams()
         self.device = torch.device(params.device)
+        precision = params.update_precision
+        self.update_dtype = (
+            fast_product_dtype(self.device) if precision == "auto" else getattr(torch, precision)
+        )
         self.backbone = backbone.to(self.device).eval()
         self.classifier_layer = backbone.classifier_layer
         info = backbone.feature_info[self.classifier_layer]
@@ -247,7 +252,12 @@ class AtomTracker(SearchRegionTracker):
                 state.memory.add(projected[0], label, learning_rate)
         scheduled = (state.frame_index - 1) % params.train_skipping == 0
         if status == TrackStatus.HARD_NEGATIVE or scheduled:
-            update_filter(state.classifier, *state.memory.training_set(), params.update_cg_iters)
+            update_filter(
+                state.classifier,
+                *state.memory.training_set(),
+                params.update_cg_iters,
+                product_dtype=self.update_dtype,
+            )
         timings["update"] = time.perf_counter() - tic
         self.last_timings = timings
         return TrackResult(self._box(state), found.score, status)
