@@ -60,6 +60,24 @@ def moving_object_sequence(num_frames=24, size=(180, 240), box=(50, 60, 40, 32),
     return frames, boxes
 
 
+def growing_object_sequence(num_frames=30, growth=1.025):
+    """A textured object at the centre of a textured background, its sides growing by
+    ``growth`` per frame. Returns the frames and the true boxes (x, y, w, h)."""
+    rng = np.random.default_rng(3)
+    height, width = 240, 320
+    background = texture(rng, height, width, 16, cv2.INTER_LINEAR)
+    target = texture(rng, 96, 128, 8, cv2.INTER_NEAREST)
+    frames, boxes = [], []
+    for t in range(num_frames):
+        w, h = round(40 * growth**t), round(30 * growth**t)
+        x, y = (width - w) // 2, (height - h) // 2
+        frame = background.copy()
+        frame[y : y + h, x : x + w] = cv2.resize(target, (w, h), interpolation=cv2.INTER_AREA)
+        frames.append(frame)
+        boxes.append(np.array([x, y, w, h], dtype=np.float64))
+    return frames, boxes
+
+
 def iou(a, b):
     return float(iou_xywh(torch.as_tensor(a), torch.as_tensor(b)))
 
@@ -80,6 +98,23 @@ def test_follows_a_translating_object_with_the_classifier_alone(imagenet_backbon
         np.testing.assert_allclose(result.box[2:], boxes[0][2:])
     assert np.mean(np.array(overlaps) > 0.5) >= 0.9, overlaps
     assert statuses.count(TrackStatus.NOT_FOUND) == 0
+
+
+def test_scale_search_follows_a_growing_object(imagenet_backbone):
+    frames, boxes = growing_object_sequence()
+    final_sizes = {}
+    for factors in [(), (1 / 1.05, 1.05)]:
+        params = AtomParams(use_iou_net=False, search_size=160, scale_factors=factors)
+        tracker = AtomTracker(imagenet_backbone, None, params)
+        tracker.initialize(frames[0], boxes[0])
+        for frame in frames[1:]:
+            result = tracker.track(frame)
+        final_sizes[factors] = result.box[2:]
+    first, truth = boxes[0][2:], boxes[-1][2:]  # the truth is 2.05x the first size
+    np.testing.assert_allclose(final_sizes[()], first)  # no search: the size is kept
+    # With the search most of the growth is recovered (in log space), without overshooting.
+    share = np.log(final_sizes[(1 / 1.05, 1.05)] / first) / np.log(truth / first)
+    assert np.all((share > 0.5) & (share < 1.2)), (final_sizes, truth)
 
 
 def test_same_sequence_same_boxes(backbone, iou_net):
@@ -189,3 +224,10 @@ def test_bad_inputs(backbone, iou_net):
         AtomParams(device="tpu")
     with pytest.raises(ValueError, match="update_precision must be one of auto, float32"):
         AtomParams(update_precision="float16")
+    with pytest.raises(ValueError, match="scale_factors needs use_iou_net=False"):
+        AtomParams(scale_factors=(0.95, 1.05))
+    for factors in [(1.0,), (0.0, 1.05), (float("nan"),)]:
+        with pytest.raises(ValueError, match="scale_factors must be numbers"):
+            AtomParams(use_iou_net=False, scale_factors=factors)
+    with pytest.raises(ValueError, match="scale_penalty"):
+        AtomParams(scale_penalty=1.5)

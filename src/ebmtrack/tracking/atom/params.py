@@ -75,6 +75,15 @@ class AtomParams:
             (1: the papers'; below 1 damps size changes, :func:`~ebmtrack.tracking.atom.refine.
             blend_size`).
 
+    Scale search (without an IoU-Net; not in the paper):
+        scale_factors: besides the search region itself, crop it this many times wider (e.g.
+            ``(1 / 1.05, 1.05)``) and run the classifier on all of them in one batch; the region
+            whose score peak is highest gives the position and a size change by its factor,
+            taken at ``size_update_rate`` (the scale pyramid of DSST / SiamFC). Empty: the size
+            is kept (and refined by the IoU-Net when there is one, which excludes this).
+        scale_penalty: peaks of the other regions are multiplied by this before the
+            comparison, so that the size changes only on clear evidence.
+
     Other:
         seed: seed of the tracker's random generators (augmentation, dropout, proposals).
     """
@@ -126,6 +135,8 @@ class AtomParams:
     min_target_size: float = 10.0
     update_scale_when_uncertain: bool = True
     size_update_rate: float = 1.0
+    scale_factors: tuple[float, ...] = ()
+    scale_penalty: float = 0.99
 
     seed: int = 0
 
@@ -153,6 +164,17 @@ class AtomParams:
                 "min_target_size",
             ),
         )
+        factors = self.scale_factors
+        if not all(isinstance(f, int | float) and 0 < f < 10 and f != 1 for f in factors):
+            raise ValueError(
+                f"scale_factors must be numbers in (0, 10) other than 1, got {factors!r}"
+            )
+        if factors and self.use_iou_net:
+            raise ValueError(
+                "scale_factors needs use_iou_net=False: the IoU-Net estimates the size"
+            )
+        if not 0 < self.scale_penalty <= 1:
+            raise ValueError(f"scale_penalty must be in (0, 1], got {self.scale_penalty!r}")
         if self.update_precision not in UPDATE_PRECISIONS:
             raise ValueError(
                 f"update_precision must be one of {', '.join(UPDATE_PRECISIONS)}, "

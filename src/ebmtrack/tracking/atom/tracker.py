@@ -150,7 +150,10 @@ class AtomTracker(SearchRegionTracker):
         self.layers = tuple(dict.fromkeys(layers))
         self._extract = feature_extractor(self.backbone, self.layers, params.backbone_runtime)
         self.last_timings: dict[str, float] = {}
-        self._image = torch.empty(1, 3, params.search_size, params.search_size, device=self.device)
+        self._side_factors = (1.0, *params.scale_factors)
+        self._image = torch.empty(
+            len(self._side_factors), 3, params.search_size, params.search_size, device=self.device
+        )
         self._state: _State | None = None
 
     # ------------------------------------------------------------------ geometry helpers
@@ -213,13 +216,17 @@ class AtomTracker(SearchRegionTracker):
         """Locate the target in ``frame`` (any size, RGB or grayscale)."""
         params = self.params
         timings = {}
-        state, frame, region, feats = self._search_features(frame, timings)
-        matrix, scale = region.matrix, region.scale  # scale: crop px per frame px
+        state, frame, regions, feats = self._search_features(frame, timings, self._side_factors)
         tic = time.perf_counter()
         with torch.inference_mode():
             projected = state.classifier.project(normalize_features(feats[self.classifier_layer]))
-            scores = state.classifier.score(projected)[0]
-            found = self._localize(scores, self.stride, state.size * scale)
+            scores = state.classifier.score(projected)  # (regions, H, W)
+            peaks = scores.flatten(1).amax(dim=1)
+            peaks[1:] *= params.scale_penalty
+            best = int(peaks.argmax())
+            region, projected = regions[best], projected[best : best + 1]
+            matrix, scale = region.matrix, region.scale  # scale: crop px per frame px
+            found = self._localize(scores[best], self.stride, state.size * scale)
         toc = time.perf_counter()
         timings["classifier"], tic = toc - tic, toc
 
@@ -229,6 +236,10 @@ class AtomTracker(SearchRegionTracker):
             center_crop = np.asarray(found.position, dtype=np.float64)
             size_crop = state.size * scale
             refine = status != TrackStatus.UNCERTAIN or params.update_scale_when_uncertain
+            if best and refine:  # a wider region fits the filter best: the target grew
+                state.size = blend_size(
+                    state.size, state.size * self._side_factors[best], params.size_update_rate
+                )
             if self.iou_net is not None and refine:
                 box_crop = self._refine_box(feats, center_crop, size_crop)
                 if box_crop is not None:

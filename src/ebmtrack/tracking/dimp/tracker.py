@@ -179,7 +179,7 @@ class DiMPTracker(SearchRegionTracker):
         params = self.params
         timings = {}
         # Features without history, not inference tensors: the refinement's autograd reads them.
-        state, frame, region, feats = self._search_features(frame, timings)
+        state, frame, (region,), feats = self._search_features(frame, timings)
         matrix, scale = region.matrix, region.scale  # scale: crop px per frame px
         tic = time.perf_counter()
         with torch.no_grad():
