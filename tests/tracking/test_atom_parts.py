@@ -8,7 +8,7 @@ from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
 from ebmtrack.ops.crop import crop_square
 from ebmtrack.tracking.atom.augment import augmented_crops, dropout_copies
 from ebmtrack.tracking.atom.iou_gradient import IoUGradient
-from ebmtrack.tracking.atom.localize import localize, upsample_scores
+from ebmtrack.tracking.atom.localize import best_scale, localize, upsample_scores
 from ebmtrack.tracking.atom.memory import SampleMemory
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.tracking.atom.refine import (
@@ -276,3 +276,27 @@ def test_blend_size_moves_the_given_fraction_of_the_way_in_log_space():
     np.testing.assert_allclose(np.log(twice / previous), 0.75 * np.log(refined / previous))
     with pytest.raises(ValueError, match="size_update_rate"):
         AtomParams(size_update_rate=0.0)
+
+
+def test_best_scale_finds_the_vertex_of_a_log_parabola():
+    factors = (1.0, 1 / 1.05, 1.05)
+
+    def peaks(true_factor, curvature=-3.0):
+        return [curvature * (math.log(f) - math.log(true_factor)) ** 2 + 2.0 for f in factors]
+
+    # Between the sampled scales: the exact vertex, with the nearest sampled scale as the best.
+    best, factor = best_scale(factors, peaks(1.02))
+    assert best == 0 and factor == pytest.approx(1.02, rel=1e-12)
+    best, factor = best_scale(factors, peaks(0.97))
+    assert best == 1 and factor == pytest.approx(0.97, rel=1e-12)
+    # Beyond the sampled scales: the end scale.
+    best, factor = best_scale(factors, peaks(1.2))
+    assert best == 2 and factor == pytest.approx(1.05, rel=1e-12)
+    # Not concave (a dip at the middle scale): the best sampled scale, no interpolation.
+    assert best_scale(factors, [1.0, 1.5, 1.2]) == (1, 1 / 1.05)
+    # Five scales, unsorted: the parabola through the best and its neighbours in scale.
+    five = (1.0, 1.1, 0.9, 1.05, 1 / 1.05)
+    values = [-((math.log(f) - math.log(1.07)) ** 2) for f in five]
+    best, factor = best_scale(five, values)
+    assert five[best] == 1.05 and factor == pytest.approx(1.07, rel=1e-12)
+    assert best_scale((1.0,), [0.3]) == (0, 1.0)

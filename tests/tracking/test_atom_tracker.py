@@ -229,5 +229,3 @@ def test_bad_inputs(backbone, iou_net):
     for factors in [(1.0,), (0.0, 1.05), (float("nan"),)]:
         with pytest.raises(ValueError, match="scale_factors must be numbers"):
             AtomParams(use_iou_net=False, scale_factors=factors)
-    with pytest.raises(ValueError, match="scale_penalty"):
-        AtomParams(scale_penalty=1.5)

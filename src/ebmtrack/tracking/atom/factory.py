@@ -15,12 +15,12 @@ from ebmtrack.tracking.atom.tracker import AtomTracker
 
 __all__ = ["CLASSIFIER_ONLY_DEFAULTS", "create_atom_tracker"]
 
-# Without an IoU-Net the classifier also searches scale: SiamFC's three-scale pyramid with
-# steps of 5 %, damped. Chosen on validation sequences (docs/results/tracking.md).
+# Without an IoU-Net the classifier also searches scale: three search regions 5 % apart, the
+# scale interpolated between them and damped. Chosen on validation sequences
+# (docs/results/tracking.md).
 CLASSIFIER_ONLY_DEFAULTS = {
     "use_iou_net": False,
     "scale_factors": (1 / 1.05, 1.05),
-    "scale_penalty": 0.99,
     "size_update_rate": 0.6,
 }
 

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from ebmtrack.tracking.base import TrackStatus
 
-__all__ = ["Localization", "localize", "upsample_scores"]
+__all__ = ["Localization", "best_scale", "localize", "upsample_scores"]
 
 
 def upsample_scores(scores: Tensor, factor: int) -> Tensor:
@@ -29,6 +29,34 @@ def upsample_scores(scores: Tensor, factor: int) -> Tensor:
     height, width = scores.shape
     size = ((height - 1) * factor + 1, (width - 1) * factor + 1)
     return F.interpolate(scores[None, None], size=size, mode="bicubic", align_corners=True)[0, 0]
+
+
+def best_scale(factors: tuple[float, ...], peaks: list[float]) -> tuple[int, float]:
+    """The scale at which the classifier fits best, from the peak scores of search regions
+    cropped ``factors`` times wider (1: the usual region).
+
+    Returns the index of the highest peak, and the size factor at the maximum of the parabola
+    in log scale through that peak and its neighbours in scale (the two nearest to it when it
+    is the smallest or largest factor), kept within those three: a continuous estimate between
+    the sampled scales, as DSST interpolates its scale responses. With fewer than three factors,
+    or three peaks that are not concave, the best sampled factor itself.
+    """
+    order = sorted(range(len(factors)), key=lambda i: factors[i])
+    logs = [math.log(factors[i]) for i in order]
+    values = [peaks[i] for i in order]
+    rank = max(range(len(values)), key=values.__getitem__)
+    best = order[rank]
+    start = min(max(rank - 1, 0), len(values) - 3)
+    if start < 0:
+        return best, factors[best]
+    (x0, x1, x2), (y0, y1, y2) = logs[start : start + 3], values[start : start + 3]
+    # Newton's form: y = y0 + left (x - x0) + curve (x - x0)(x - x1), its vertex where y' = 0.
+    left, right = (y1 - y0) / (x1 - x0), (y2 - y1) / (x2 - x1)
+    curve = (right - left) / (x2 - x0)
+    if not curve < 0:
+        return best, factors[best]
+    vertex = (x0 + x1) / 2 - left / (2 * curve)
+    return best, math.exp(min(max(vertex, x0), x2))
 
 
 @dataclass(frozen=True)

@@ -78,11 +78,10 @@ class AtomParams:
     Scale search (without an IoU-Net; not in the paper):
         scale_factors: besides the search region itself, crop it this many times wider (e.g.
             ``(1 / 1.05, 1.05)``) and run the classifier on all of them in one batch; the region
-            whose score peak is highest gives the position and a size change by its factor,
-            taken at ``size_update_rate`` (the scale pyramid of DSST / SiamFC). Empty: the size
+            whose score peak is highest gives the position, and the scale interpolated between
+            the peaks (:func:`~ebmtrack.tracking.atom.localize.best_scale`) a size change,
+            taken at ``size_update_rate`` (the scale search of DSST / SiamFC). Empty: the size
             is kept (and refined by the IoU-Net when there is one, which excludes this).
-        scale_penalty: peaks of the other regions are multiplied by this before the
-            comparison, so that the size changes only on clear evidence.
 
     Other:
         seed: seed of the tracker's random generators (augmentation, dropout, proposals).
@@ -136,7 +135,6 @@ class AtomParams:
     update_scale_when_uncertain: bool = True
     size_update_rate: float = 1.0
     scale_factors: tuple[float, ...] = ()
-    scale_penalty: float = 0.99
 
     seed: int = 0
 
@@ -173,8 +171,6 @@ class AtomParams:
             raise ValueError(
                 "scale_factors needs use_iou_net=False: the IoU-Net estimates the size"
             )
-        if not 0 < self.scale_penalty <= 1:
-            raise ValueError(f"scale_penalty must be in (0, 1], got {self.scale_penalty!r}")
         if self.update_precision not in UPDATE_PRECISIONS:
             raise ValueError(
                 f"update_precision must be one of {', '.join(UPDATE_PRECISIONS)}, "

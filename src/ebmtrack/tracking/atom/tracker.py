@@ -37,6 +37,7 @@ from ebmtrack.models.classifier import (
 from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.ops.crop import apply_matrix
 from ebmtrack.tracking.atom.augment import augmented_crops, dropout_copies
+from ebmtrack.tracking.atom.localize import best_scale
 from ebmtrack.tracking.atom.memory import SampleMemory
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.tracking.atom.refine import (
@@ -221,9 +222,8 @@ class AtomTracker(SearchRegionTracker):
         with torch.inference_mode():
             projected = state.classifier.project(normalize_features(feats[self.classifier_layer]))
             scores = state.classifier.score(projected)  # (regions, H, W)
-            peaks = scores.flatten(1).amax(dim=1)
-            peaks[1:] *= params.scale_penalty
-            best = int(peaks.argmax())
+            peaks = scores.flatten(1).amax(dim=1).tolist()
+            best, factor = best_scale(self._side_factors, peaks)
             region, projected = regions[best], projected[best : best + 1]
             matrix, scale = region.matrix, region.scale  # scale: crop px per frame px
             found = self._localize(scores[best], self.stride, state.size * scale)
@@ -236,10 +236,8 @@ class AtomTracker(SearchRegionTracker):
             center_crop = np.asarray(found.position, dtype=np.float64)
             size_crop = state.size * scale
             refine = status != TrackStatus.UNCERTAIN or params.update_scale_when_uncertain
-            if best and refine:  # a wider region fits the filter best: the target grew
-                state.size = blend_size(
-                    state.size, state.size * self._side_factors[best], params.size_update_rate
-                )
+            if factor != 1.0 and refine:  # the size follows the best-fitting region's scale
+                state.size = blend_size(state.size, state.size * factor, params.size_update_rate)
             if self.iou_net is not None and refine:
                 box_crop = self._refine_box(feats, center_crop, size_crop)
                 if box_crop is not None:
