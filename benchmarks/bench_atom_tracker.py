@@ -97,7 +97,7 @@ def bench(backbone_name, runtime, search_size, frames, box, warmup):
             *full,
             torch.full((count,), 1.0 / count),
             params.update_cg_iters,
-            product_dtype=tracker.update_dtype,
+            product_dtype=tracker.dtype,
         )
         update_times.append(time.perf_counter() - start)
         update_cpu.append(time.process_time() - cpu_start)

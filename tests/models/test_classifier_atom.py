@@ -9,7 +9,6 @@ from ebmtrack.models.classifier import (
     ClassifierConfig,
     FilterLinearization,
     classifier_residuals,
-    fast_product_dtype,
     filter_response,
     filter_response_adjoint,
     fit_classifier,
@@ -227,14 +226,3 @@ def test_bfloat16_update_lowers_the_loss_like_the_float32_one():
     before, after = losses[torch.bfloat16]
     assert after < 0.5 * before
     torch.testing.assert_close(losses[torch.bfloat16], losses[None], rtol=2e-2, atol=0.0)
-
-
-def test_fast_product_dtype_uses_bfloat16_only_on_cpus_that_have_it():
-    assert fast_product_dtype("cuda") == torch.float32
-    assert fast_product_dtype("cpu") in (torch.float32, torch.bfloat16)
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            native = any("avx512_bf16" in line or "amx_bf16" in line for line in cpuinfo)
-    except OSError:
-        native = False
-    assert (fast_product_dtype("cpu") == torch.bfloat16) == native

@@ -222,8 +222,8 @@ def test_bad_inputs(backbone, iou_net):
         AtomParams(search_size=100)
     with pytest.raises(ValueError, match="device"):
         AtomParams(device="tpu")
-    with pytest.raises(ValueError, match="update_precision must be one of auto, float32"):
-        AtomParams(update_precision="float16")
+    with pytest.raises(ValueError, match="precision must be one of auto, float32"):
+        AtomParams(precision="float16")
     with pytest.raises(ValueError, match="scale_factors needs use_iou_net=False"):
         AtomParams(scale_factors=(0.95, 1.05))
     for factors in [(1.0,), (0.0, 1.05), (float("nan"),)]:

@@ -32,7 +32,6 @@ __all__ = [
     "ClassifierConfig",
     "FilterLinearization",
     "classifier_residuals",
-    "fast_product_dtype",
     "filter_response",
     "filter_response_adjoint",
     "fit_classifier",
@@ -386,21 +385,6 @@ class FilterLinearization:
         data, reg = vector
         adjoint = self._adjoint(self.row_scale * data)
         return [adjoint + self.reg_scale * reg]
-
-
-def fast_product_dtype(device: torch.device | str) -> torch.dtype:
-    """``torch.bfloat16`` on a CPU with native bfloat16 dot products (the ``avx512_bf16`` or
-    ``amx_bf16`` flag of Linux's /proc/cpuinfo), else ``torch.float32``: the dtype in which
-    :func:`update_filter`'s products run fastest without emulation. Elsewhere bfloat16 products
-    are emulated and no faster, and GPUs do these small products quickly in float32."""
-    if torch.device(device).type != "cpu":
-        return torch.float32
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            flags = next((line.split() for line in cpuinfo if line.startswith("flags")), [])
-    except OSError:
-        return torch.float32
-    return torch.bfloat16 if {"avx512_bf16", "amx_bf16"} & set(flags) else torch.float32
 
 
 def update_filter(

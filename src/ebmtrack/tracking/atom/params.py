@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from ebmtrack.models.precision import PRECISIONS
 from ebmtrack.tracking.atom.augment import num_augmented_crops
 
-__all__ = ["AtomParams", "UPDATE_PRECISIONS"]
-
-UPDATE_PRECISIONS = ("auto", "float32", "bfloat16")
+__all__ = ["AtomParams"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +27,11 @@ class AtomParams:
         search_size: side in pixels the search region is resized to (288 in the paper; a
             multiple of 16, smaller is faster).
         score_upsample: upsampling factor of the score map (bicubic) before taking the peak.
+        precision: dtype of the backbone (eager runtime) and of the filter update's matrix
+            products: ``float32``, ``bfloat16`` (8 significant bits, float32 accumulation; the
+            heads and the optimisation stay float32) or ``auto``: bfloat16 exactly on CPUs with
+            native bfloat16 instructions, where it is 1.5x (backbone) to 3x (update) faster
+            (:func:`~ebmtrack.models.precision.fast_dtype`; docs/atom.md for its accuracy).
 
     Classifier (eq. 2-3):
         projection_dim, filter_size, pelu_alpha, filter_reg, projection_reg: see
@@ -37,10 +41,6 @@ class AtomParams:
         update_cg_iters: CG iterations of each filter update.
         train_skipping: a filter update every this many frames.
         memory_size: capacity of the sample memory.
-        update_precision: dtype of the update's two big matrix products: ``float32``,
-            ``bfloat16`` (samples rounded to 8 significant bits, float32 accumulation; about 2x
-            faster updates on CPUs with native bfloat16) or ``auto`` (bfloat16 exactly there,
-            :func:`~ebmtrack.models.classifier.fast_product_dtype`).
         learning_rate, hard_negative_learning_rate: weight of a new sample.
         init_samples_minimum_weight: the 30 first-frame samples never weigh less in total.
 
@@ -93,6 +93,7 @@ class AtomParams:
     search_area_scale: float = 5.0
     search_size: int = 288
     score_upsample: int = 4
+    precision: str = "auto"
 
     projection_dim: int = 64
     filter_size: int = 4
@@ -105,7 +106,6 @@ class AtomParams:
     update_cg_iters: int = 5
     train_skipping: int = 10
     memory_size: int = 250
-    update_precision: str = "auto"
     learning_rate: float = 0.01
     hard_negative_learning_rate: float = 0.02
     init_samples_minimum_weight: float = 0.25
@@ -171,10 +171,9 @@ class AtomParams:
             raise ValueError(
                 "scale_factors needs use_iou_net=False: the IoU-Net estimates the size"
             )
-        if self.update_precision not in UPDATE_PRECISIONS:
+        if self.precision not in PRECISIONS:
             raise ValueError(
-                f"update_precision must be one of {', '.join(UPDATE_PRECISIONS)}, "
-                f"got {self.update_precision!r}"
+                f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
             )
         if self.memory_size < self.num_init_samples + 1:
             raise ValueError(
