@@ -3,7 +3,9 @@
 For each backbone (resnet18 with random weights: the speed is the same as with ImageNet weights,
 which do not ship; mobilenetv2 with its ImageNet weights), each backbone runtime (eager PyTorch,
 and ONNX Runtime) and each search size, the tracker runs a sequence with IoU refinement on (a
-random IoU-Net of the right width: the same cost as a trained one) and reports the time per
+random IoU-Net of the right width: the same cost as a trained one; ``--modes default`` runs the
+shipped default instead, the classifier alone with its three-region scale search) and reports
+the time per
 frame of: crop, backbone, classifier, IoU refinement (medians over the frames) and update (memory
 writes and the filter updates of the run, a mean), then ``update@250``: one filter update on a
 full 250-sample memory (a short run never fills it; median of 3) divided by the 10 frames
@@ -37,6 +39,7 @@ from ebmtrack.models.backbones import create_backbone
 from ebmtrack.models.classifier import update_filter
 from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
 from ebmtrack.tracking.atom import AtomParams, AtomTracker
+from ebmtrack.tracking.atom.factory import CLASSIFIER_ONLY_DEFAULTS
 
 REPO = Path(__file__).resolve().parents[1]
 STAGES = ("crop", "backbone", "classifier", "iou", "update")
@@ -60,12 +63,21 @@ def load_frames(sequence: str, count: int) -> tuple[list[np.ndarray], np.ndarray
     return frames, np.array([150.0, 100.0, 80.0, 60.0])
 
 
-def bench(backbone_name, runtime, search_size, frames, box, warmup):
+def bench(backbone_name, runtime, search_size, frames, box, warmup, mode, precision):
     pretrained = backbone_name != "resnet18"
     backbone = create_backbone(backbone_name, pretrained=pretrained)
     torch.manual_seed(0)
     iou_net = AtomIoUNet(IoUNetConfig.for_backbone(backbone)).eval().requires_grad_(False)
-    params = AtomParams(backbone=backbone_name, backbone_runtime=runtime, search_size=search_size)
+    extra = {}
+    if mode == "default":
+        iou_net, extra = None, CLASSIFIER_ONLY_DEFAULTS
+    params = AtomParams(
+        backbone=backbone_name,
+        backbone_runtime=runtime,
+        search_size=search_size,
+        precision=precision,
+        **extra,
+    )
     tracker = AtomTracker(backbone, iou_net, params)
     start = time.perf_counter()
     tracker.initialize(frames[0], box)
@@ -121,6 +133,8 @@ def bench(backbone_name, runtime, search_size, frames, box, warmup):
     result.update(
         backbone_name=backbone_name,
         runtime=runtime,
+        mode=mode,
+        precision=precision,
         search_size=search_size,
         total=round(total, 2),
         ratio=round(total / result["backbone"], 3),
@@ -147,30 +161,38 @@ def main() -> None:
     parser.add_argument("--sizes", default="288,192")
     parser.add_argument("--backbones", default="mobilenetv2,resnet18")
     parser.add_argument("--runtimes", default="torch,onnx")
+    parser.add_argument("--modes", default="atom", help="atom (IoU refinement) and/or default")
+    parser.add_argument("--precisions", default="auto", help="AtomParams.precision values")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench_atom_tracker.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     frames, box = load_frames(args.sequence, args.frames)
     results = []
     header = (
-        "| backbone | runtime | size | "
+        "| mode | precision | backbone | runtime | size | "
         + " | ".join(COLUMNS)
         + " | total ms | ratio | FPS | CPU: backbone | frame | update@250 | total | ratio | FPS |"
     )
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
-    for name in args.backbones.split(","):
-        for runtime in args.runtimes.split(","):
-            for size in (int(s) for s in args.sizes.split(",")):
-                r = bench(name, runtime, size, frames, box, args.warmup)
-                results.append(r)
-                cells = " | ".join(f"{r[c]:.1f}" for c in COLUMNS)
-                cpu = " | ".join(f"{r[c]:.1f}" for c in CPU_COLUMNS)
-                print(
-                    f"| {name} | {runtime} | {size} | {cells} | {r['total']:.1f} | "
-                    f"{r['ratio']:.2f} | {r['fps']:.1f} | {cpu} | {r['cpu_fps']:.1f} |",
-                    flush=True,
-                )
+    configs = [
+        (mode, precision, name, runtime, int(size))
+        for mode in args.modes.split(",")
+        for precision in args.precisions.split(",")
+        for name in args.backbones.split(",")
+        for runtime in args.runtimes.split(",")
+        for size in args.sizes.split(",")
+    ]
+    for mode, precision, name, runtime, size in configs:
+        r = bench(name, runtime, size, frames, box, args.warmup, mode, precision)
+        results.append(r)
+        cells = " | ".join(f"{r[c]:.1f}" for c in COLUMNS)
+        cpu = " | ".join(f"{r[c]:.1f}" for c in CPU_COLUMNS)
+        print(
+            f"| {mode} | {precision} | {name} | {runtime} | {size} | {cells} | "
+            f"{r['total']:.1f} | {r['ratio']:.2f} | {r['fps']:.1f} | {cpu} | {r['cpu_fps']:.1f} |",
+            flush=True,
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"threads": args.threads, "sequence": args.sequence, "frames": args.frames}
     args.out.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
