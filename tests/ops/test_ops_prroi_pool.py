@@ -1,7 +1,21 @@
+import importlib
+
 import pytest
 import torch
 
 from ebmtrack.ops import PrRoIPool2D, prroi_pool
+
+# The module (its name is shadowed by the function in ebmtrack.ops).
+MODULE = importlib.import_module("ebmtrack.ops.prroi_pool")
+
+
+@pytest.fixture(autouse=True, params=["dense", "separable"])
+def pooling_path(request, monkeypatch):
+    """Every test runs through both ways of pooling: the dense per-RoI kernel (small windows)
+    and the separable products (large windows)."""
+    limit = 10**9 if request.param == "dense" else 0
+    monkeypatch.setattr(MODULE, "DENSE_MAX_CELLS", limit)
+    return request.param
 
 
 def field(features: torch.Tensor, ys: torch.Tensor, xs: torch.Tensor) -> torch.Tensor:
@@ -225,3 +239,23 @@ def test_cuda_matches_cpu(features):
     torch.testing.assert_close(
         out.cpu().double(), prroi_pool(features, ROIS, 3, 0.5), atol=1e-5, rtol=1e-4
     )
+
+
+def test_dense_and_separable_paths_agree_on_a_large_map():
+    generator = torch.Generator().manual_seed(3)
+    features = torch.randn(2, 4, 30, 26, generator=generator, dtype=torch.float64)
+    rois = torch.tensor(
+        [[0, 3.0, 2.0, 40.0, 50.0], [1, -6.0, 10.0, 20.0, 33.0], [1, 30.0, 30.0, 55.0, 48.0]],
+        dtype=torch.float64,
+    )
+    results = []
+    for limit in (10**9, 0):
+        MODULE.DENSE_MAX_CELLS = limit
+        feats = features.clone().requires_grad_(True)
+        coords = rois[:, 1:].clone().requires_grad_(True)
+        pooled = prroi_pool(feats, torch.cat([rois[:, :1], coords], dim=1), (4, 3), 0.5)
+        weights = torch.randn(pooled.shape, generator=torch.Generator().manual_seed(4))
+        grads = torch.autograd.grad((pooled * weights.double()).sum(), (feats, coords))
+        results.append((pooled.detach(), *grads))
+    for dense, separable in zip(*results, strict=True):
+        torch.testing.assert_close(dense, separable, rtol=1e-12, atol=1e-12)

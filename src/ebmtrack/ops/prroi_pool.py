@@ -11,12 +11,14 @@ the integral over [xs, xe] x [ys, ye] factorises into per-axis weight vectors
 
     w_x[j] = K(xe - j) - K(xs - j),    K(t) = integral of k from -inf to t (the hat's CDF),
 
-and the bin is w_y^T F w_x. The whole op is therefore two batched matrix products. Its backward
-is written out (:class:`_PrRoIPoolFunction`): the same products transposed for the weights and
-the features, then the chain rule through the weights with K' = k, the hat itself. It gives the
-same gradients as autograd through the closed form (``torch.autograd.gradcheck`` in the tests)
-with 6 autograd nodes instead of about 50 and products laid out for MKL: per-op overhead, not
-arithmetic, dominates the cost of the tracker's small workload.
+and the bin is w_y^T F w_x. The whole op is therefore two batched matrix products over the
+window of the map under the RoIs, or, for small windows, one product with each RoI's dense
+kernel w_y w_x^T (:func:`_pool`). Its backward is written out (:class:`_PrRoIPoolFunction`): the
+same products transposed for the weights and the features, then the chain rule through the
+weights with K' = k, the hat itself. It gives the same gradients as autograd through the closed
+form (``torch.autograd.gradcheck`` in the tests, on both paths) with 6 autograd nodes instead of
+about 50 and products laid out for MKL: per-op overhead, not arithmetic, dominates the cost of
+the tracker's small workload.
 """
 
 from __future__ import annotations
@@ -151,34 +153,52 @@ def _from_groups(values: Tensor, layout: _Layout) -> Tensor:
     return values[layout.group, layout.slot]
 
 
+# Windows of at most this many cells are pooled through the dense per-RoI kernel (below).
+DENSE_MAX_CELLS = 256
+
+
 def _pool(
     window: Tensor,
     corners: Tensor,
     bins: tuple[int, int],
     first_cells: tuple[int, int],
     layout: _Layout,
-) -> tuple[Tensor, Tensor, Tensor, _BinGeometry]:
+) -> tuple[Tensor, tuple[Tensor, ...], _BinGeometry]:
     """The forward pass, without autograd: (G, C, H, W) window of the map (its top-left cell
     at ``first_cells`` = (x, y)), (K, 4) corners on the map, ``bins`` = (PW, PH).
 
     Returns:
-        (K, C, PH, PW) pooled, and what the backward pass needs: the window as (G, C*H, W)
-        rows, the (G*S, H, PW*C) integrals along x and the bins' geometry.
+        (K, C, PH, PW) pooled, the tensors the backward pass needs (see there) and the bins'
+        geometry.
+
+    Two ways to the same numbers. Large windows (training): separably, along x for all RoIs of
+    an image at once, (G, S*PW, W) @ (G, W, C*H), then along y per RoI, (G*S, PH, H) @
+    (G*S, H, PW*C), whose wide outputs keep MKL efficient. Small windows (tracking, at most
+    ``DENSE_MAX_CELLS`` cells): each RoI's bins as one dense (PH*PW, H*W) kernel, the outer
+    product of its two weight vectors, and a single product (G, S*PH*PW, H*W) @ (G, H*W, C):
+    more multiply-adds, but one well-shaped product instead of several tiny ones with
+    transposed operands, which cost far more here than their arithmetic.
     """
     num_groups, channels, height, width = window.shape
     out_w, out_h = bins
     geometry = _bin_geometry(corners, bins, first_cells, (width, height))
     weights_x = _to_groups(geometry.weights[:, 0, :out_w, :width], layout)  # (G, S, PW, W)
     weights_y = _to_groups(geometry.weights[:, 1, :out_h, :height], layout)  # (G, S, PH, H)
-    # Along x, all RoIs of an image at once: (G, S*PW, W) @ (G, W, C*H) -> (G, S*PW, C*H);
-    # then along y per RoI: (G*S, PH, H) @ (G*S, H, PW*C) -> (G*S, PH, PW*C). The wide
-    # outputs keep MKL efficient, where (PH*C, W) x (W, PW) ran about 6x slower.
-    rows = window.reshape(num_groups, channels * height, width)
-    along_x = torch.matmul(weights_x.reshape(num_groups, -1, width), rows.transpose(1, 2))
-    along_x = along_x.view(-1, out_w * channels, height).transpose(1, 2)
-    pooled = torch.matmul(weights_y.reshape(-1, out_h, height), along_x)
-    pooled = _from_groups(pooled.view(num_groups, -1, out_h, out_w, channels), layout)
-    return pooled.permute(0, 3, 1, 2).contiguous(), rows, along_x, geometry
+    if height * width <= DENSE_MAX_CELLS:
+        kernel = weights_y[:, :, :, None, :, None] * weights_x[:, :, None, :, None, :]
+        kernel = kernel.reshape(num_groups, -1, height * width)  # (G, S*PH*PW, H*W)
+        flat = window.reshape(num_groups, channels, height * width)
+        pooled = torch.matmul(kernel, flat.transpose(1, 2))  # (G, S*PH*PW, C)
+        pooled = _from_groups(pooled.view(num_groups, -1, out_h, out_w, channels), layout)
+        saved = (kernel, flat, weights_x, weights_y)
+    else:
+        rows = window.reshape(num_groups, channels * height, width)
+        along_x = torch.matmul(weights_x.reshape(num_groups, -1, width), rows.transpose(1, 2))
+        along_x = along_x.view(-1, out_w * channels, height).transpose(1, 2)
+        pooled = torch.matmul(weights_y.reshape(-1, out_h, height), along_x)
+        pooled = _from_groups(pooled.view(num_groups, -1, out_h, out_w, channels), layout)
+        saved = (rows, along_x)
+    return pooled.permute(0, 3, 1, 2).contiguous(), saved, geometry
 
 
 class _PrRoIPoolFunction(torch.autograd.Function):
@@ -191,51 +211,85 @@ class _PrRoIPoolFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, window, corners, bins, first_cells, layout):
-        pooled, rows, along_x, geometry = _pool(window, corners, bins, first_cells, layout)
-        ctx.save_for_backward(window, corners, rows, along_x, *geometry)
+        pooled, saved, geometry = _pool(window, corners, bins, first_cells, layout)
+        ctx.save_for_backward(window, corners, *geometry, *saved)
         ctx.bins, ctx.first_cells, ctx.layout = bins, first_cells, layout
         ctx.window_shape = window.shape
         return pooled
 
     @staticmethod
     def backward(ctx, grad):
-        window, corners, rows, along_x, *geometry = ctx.saved_tensors
+        window, corners, *rest = ctx.saved_tensors
         if torch.is_grad_enabled():
             return (*_recomputed_backward(ctx, window, corners, grad), None, None, None)
-        geometry = _BinGeometry(*geometry)
-        weights = geometry.weights
+        geometry, saved = _BinGeometry(*rest[:4]), rest[4:]
         bins, layout = ctx.bins, ctx.layout
         need_window, need_corners = ctx.needs_input_grad[:2]
         num_groups, channels, height, width = ctx.window_shape
         out_w, out_h = bins
-        grad = _to_groups(grad.permute(0, 2, 3, 1), layout).reshape(-1, out_h, out_w * channels)
-        weights_y = _to_groups(weights[:, 1, :out_h, :height], layout).reshape(-1, out_h, height)
-        # Back through the y products to along_x, laid out as (G, S*PW, C*H) again.
-        grad_along_x = torch.matmul(weights_y.transpose(1, 2), grad)  # (G*S, H, PW*C)
-        grad_along_x = grad_along_x.transpose(1, 2).reshape(num_groups, -1, channels * height)
-        grad_window = grad_corners = None
-        if need_window:
-            weights_x = _to_groups(weights[:, 0, :out_w, :width], layout)
-            # (G, C*H, S*PW) @ (G, S*PW, W): the window's gradient in its own layout.
-            grad_window = torch.matmul(
-                grad_along_x.transpose(1, 2), weights_x.reshape(num_groups, -1, width)
-            ).view(num_groups, channels, height, width)
+        grad = _to_groups(grad.permute(0, 2, 3, 1), layout)  # (G, S, PH, PW, C)
+        if len(saved) == 4:
+            grad_window, grad_x, grad_y = _dense_backward(grad, saved, need_window, need_corners)
+        else:
+            grad_window, grad_x, grad_y = _separable_backward(
+                grad, saved, geometry, ctx, need_window, need_corners
+            )
+        if grad_window is not None:
+            grad_window = grad_window.view(num_groups, channels, height, width)
+        grad_corners = None
         if need_corners:
-            # (G, S*PW, W) computed transposed, (G, W, C*H) @ (G, C*H, S*PW): the long
-            # contraction runs along contiguous memory in both operands: 3x faster here than
-            # (G, S*PW, C*H) @ (G, C*H, W).
-            grad_x = torch.matmul(rows.transpose(1, 2), grad_along_x.transpose(1, 2))
-            grad_x = grad_x.transpose(1, 2)
-            grad_y = torch.matmul(grad, along_x.transpose(1, 2))  # (G*S, PH, H)
-            grad_weights = torch.zeros_like(weights)
-            grad_weights[:, 0, :out_w, :width] = _from_groups(
-                grad_x.view(num_groups, -1, out_w, width), layout
-            )
-            grad_weights[:, 1, :out_h, :height] = _from_groups(
-                grad_y.view(num_groups, -1, out_h, height), layout
-            )
+            grad_weights = torch.zeros_like(geometry.weights)
+            grad_weights[:, 0, :out_w, :width] = _from_groups(grad_x, layout)
+            grad_weights[:, 1, :out_h, :height] = _from_groups(grad_y, layout)
             grad_corners = _corner_gradient(geometry, grad_weights)
         return grad_window, grad_corners, None, None, None
+
+
+def _dense_backward(grad, saved, need_window, need_corners):
+    """Backward of the dense path: ``grad`` (G, S, PH, PW, C) -> the window's gradient (G, C,
+    H*W) and those of the weights along x (G, S, PW, W) and y (G, S, PH, H), or None."""
+    kernel, flat, weights_x, weights_y = saved
+    num_groups, _, out_h, out_w, channels = grad.shape
+    grad = grad.reshape(num_groups, -1, channels)  # (G, S*PH*PW, C)
+    grad_window = grad_x = grad_y = None
+    if need_window:
+        grad_window = torch.matmul(grad.transpose(1, 2), kernel)  # (G, C, H*W)
+    if need_corners:
+        width, height = weights_x.shape[-1], weights_y.shape[-1]
+        grad_kernel = torch.matmul(grad, flat)  # (G, S*PH*PW, H*W)
+        grad_kernel = grad_kernel.view(num_groups, -1, out_h, out_w, height, width)
+        grad_x = torch.einsum("gspqhw,gsph->gsqw", grad_kernel, weights_y)
+        grad_y = torch.einsum("gspqhw,gsqw->gsph", grad_kernel, weights_x)
+    return grad_window, grad_x, grad_y
+
+
+def _separable_backward(grad, saved, geometry, ctx, need_window, need_corners):
+    """Backward of the separable path, the same outputs as :func:`_dense_backward`."""
+    rows, along_x = saved
+    num_groups, channels, height, width = ctx.window_shape
+    out_w, out_h = ctx.bins
+    weights = geometry.weights
+    grad = grad.reshape(-1, out_h, out_w * channels)
+    weights_y = _to_groups(weights[:, 1, :out_h, :height], ctx.layout).reshape(-1, out_h, height)
+    # Back through the y products to along_x, laid out as (G, S*PW, C*H) again.
+    grad_along_x = torch.matmul(weights_y.transpose(1, 2), grad)  # (G*S, H, PW*C)
+    grad_along_x = grad_along_x.transpose(1, 2).reshape(num_groups, -1, channels * height)
+    grad_window = grad_x = grad_y = None
+    if need_window:
+        weights_x = _to_groups(weights[:, 0, :out_w, :width], ctx.layout)
+        # (G, C*H, S*PW) @ (G, S*PW, W): the window's gradient in its own layout.
+        grad_window = torch.matmul(
+            grad_along_x.transpose(1, 2), weights_x.reshape(num_groups, -1, width)
+        )
+    if need_corners:
+        # (G, S*PW, W) computed transposed, (G, W, C*H) @ (G, C*H, S*PW): the long
+        # contraction runs along contiguous memory in both operands: 3x faster here than
+        # (G, S*PW, C*H) @ (G, C*H, W).
+        grad_x = torch.matmul(rows.transpose(1, 2), grad_along_x.transpose(1, 2))
+        grad_x = grad_x.transpose(1, 2).reshape(num_groups, -1, out_w, width)
+        grad_y = torch.matmul(grad, along_x.transpose(1, 2))  # (G*S, PH, H)
+        grad_y = grad_y.view(num_groups, -1, out_h, height)
+    return grad_window, grad_x, grad_y
 
 
 def _recomputed_backward(
