@@ -6,7 +6,6 @@ import torch
 
 from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
 from ebmtrack.ops.crop import crop_square
-from ebmtrack.tracking.atom.augment import augmented_crops, dropout_copies
 from ebmtrack.tracking.atom.iou_gradient import IoUGradient
 from ebmtrack.tracking.atom.localize import best_scale, localize, upsample_scores
 from ebmtrack.tracking.atom.memory import SampleMemory
@@ -19,6 +18,7 @@ from ebmtrack.tracking.atom.refine import (
     jitter_proposals,
     select_box,
 )
+from ebmtrack.tracking.augment import augmented_crops, dropout_copies
 from ebmtrack.tracking.base import TrackStatus
 
 # ----------------------------------------------------------------------------- memory

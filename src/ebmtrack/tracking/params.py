@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from ebmtrack.tracking.atom.augment import num_augmented_crops
+from ebmtrack.tracking.augment import num_augmented_crops
 
 __all__ = ["SearchRegionParams", "check_ranges"]
 
@@ -52,7 +52,7 @@ class SearchRegionParams:
         learning_rate, hard_negative_learning_rate: weight of a new sample.
         init_samples_minimum_weight: the first-frame samples never weigh less in total.
 
-    First-frame augmentation (:mod:`ebmtrack.tracking.atom.augment`; ATOM's 30 samples: 1 + 4
+    First-frame augmentation (:mod:`ebmtrack.tracking.augment`; ATOM's 30 samples: 1 + 4
     shifts + flip + 5 blurs + 12 rotations + 7 dropouts):
         aug_relative_shift: the four shifts are (+-s, +-s) * search_size / 2.
         aug_random_shift_factor: flip, blur and rotation samples are shifted by U(+-f/2) *

@@ -36,7 +36,6 @@ from ebmtrack.models.classifier import (
 from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.models.precision import resolve_precision
 from ebmtrack.ops.crop import apply_matrix
-from ebmtrack.tracking.atom.augment import augmented_crops, dropout_copies
 from ebmtrack.tracking.atom.localize import best_scale
 from ebmtrack.tracking.atom.memory import SampleMemory
 from ebmtrack.tracking.atom.params import AtomParams
@@ -49,6 +48,7 @@ from ebmtrack.tracking.atom.refine import (
     select_box,
     window_test_features,
 )
+from ebmtrack.tracking.augment import augmented_crops, dropout_copies
 from ebmtrack.tracking.base import TrackResult, TrackStatus, validate_box
 from ebmtrack.tracking.search_region import SearchRegionTracker, as_rgb
 

@@ -32,7 +32,6 @@ from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.dimp import DiMPClassifier
 from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.ops.crop import box_from_crop, box_to_crop
-from ebmtrack.tracking.atom.augment import augmented_crops, dropout_copies
 from ebmtrack.tracking.atom.iou_gradient import IoUGradient
 from ebmtrack.tracking.atom.memory import SampleMemory
 from ebmtrack.tracking.atom.refine import (
@@ -44,6 +43,7 @@ from ebmtrack.tracking.atom.refine import (
     window_test_features,
 )
 from ebmtrack.tracking.atom.tracker import feature_extractor
+from ebmtrack.tracking.augment import augmented_crops, dropout_copies
 from ebmtrack.tracking.base import TrackResult, TrackStatus, validate_box
 from ebmtrack.tracking.dimp.params import DiMPParams
 from ebmtrack.tracking.dimp.refine import FrameBoxEnergy, ascend_boxes
