@@ -20,6 +20,8 @@ from torch import Tensor
 
 from ebmtrack.ops.crop import crop_square
 from ebmtrack.tracking.atom.localize import Localization, localize, upsample_scores
+from ebmtrack.tracking.augment import augmented_crops, dropout_copies
+from ebmtrack.tracking.base import validate_box
 
 # The target centre may leave the frame by this fraction of its size (reference: inside_ratio 0.2).
 _CENTER_OUTSIDE = 0.3
@@ -54,6 +56,31 @@ def clamp_target(
 
 
 @dataclass
+class FirstFrame:
+    """The first frame, augmented (:mod:`ebmtrack.tracking.augment`): what both trackers learn
+    their classifier and box head from.
+
+    Attributes:
+        frame: the frame as uint8 RGB.
+        center, size: the target in frame px, (2,) each.
+        side: side of the search region in frame px.
+        feats: backbone features of the augmented crops, the identity crop first.
+        samples: (N, ...) classifier samples of the crops, then ``aug_dropout`` copies of the first.
+        centers: (N, 2) the target centre in each sample's crop px.
+        generator: the tracker's torch generator, after the dropout draws.
+    """
+
+    frame: np.ndarray
+    center: np.ndarray
+    size: np.ndarray
+    side: float
+    feats: dict[str, Tensor]
+    samples: Tensor
+    centers: np.ndarray
+    generator: torch.Generator
+
+
+@dataclass
 class SearchRegion:
     """One frame's search region: the (S, S, 3) crop, the 2x3 frame -> crop ``matrix`` and the
     ``scale`` in crop px per frame px."""
@@ -66,14 +93,15 @@ class SearchRegion:
 class SearchRegionTracker:
     """Base of the trackers that search a square region around the last target position.
 
-    Subclasses set ``params`` (with ``search_area_scale``, ``search_size``, ``seed``),
-    ``device``, ``_state`` (with ``center``, ``size``, ``min_size``, ``frame_index``), the
-    backbone call ``_extract`` and its (N, 3, S, S) input buffer ``_image``, one slot per
-    search region of a frame.
+    Subclasses set ``params`` (:class:`~ebmtrack.tracking.params.SearchRegionParams`),
+    ``device``, ``classifier_layer`` (the backbone layer the classifier reads), ``_state``
+    (with ``center``, ``size``, ``min_size``, ``frame_index``), the backbone call ``_extract``
+    and its (N, 3, S, S) input buffer ``_image``, one slot per search region of a frame.
     """
 
     params: Any
     device: torch.device
+    classifier_layer: str
     _state: Any
     _extract: Callable[[Tensor], dict[str, Tensor]]
     _image: Tensor
@@ -91,6 +119,30 @@ class SearchRegionTracker:
 
     def _box(self, state) -> np.ndarray:
         return np.concatenate([state.center - state.size / 2, state.size])
+
+    def _first_frame(
+        self, frame: np.ndarray, box: np.ndarray, to_samples: Callable[[Tensor], Tensor]
+    ) -> FirstFrame:
+        """Check the first frame and box, crop the augmented search regions, run the backbone
+        on them and turn the classifier layer's features into samples with ``to_samples``
+        (without autograd), adding the channel-dropout copies of the first."""
+        params = self.params
+        frame = as_rgb(frame)
+        box = validate_box(box, frame.shape, "box")
+        rng = np.random.default_rng(params.seed)
+        generator = torch.Generator().manual_seed(params.seed)
+        center, size = box[:2] + box[2:] / 2, box[2:].copy()
+        side = self._side(size)
+        crops, centers = augmented_crops(frame, tuple(center), side, params, rng)
+        with torch.no_grad():
+            feats = self._extract(self._to_tensor(crops))
+            samples = to_samples(feats[self.classifier_layer])
+            copies, probability = params.aug_dropout
+            if copies:
+                dropped = dropout_copies(samples[:1], copies, probability, generator)
+                samples = torch.cat([samples, dropped])
+                centers = np.concatenate([centers, np.repeat(centers[:1], copies, axis=0)])
+        return FirstFrame(frame, center, size, side, feats, samples, centers, generator)
 
     def _next_frame(
         self, frame: np.ndarray, side_factors: tuple[float, ...] = (1.0,)

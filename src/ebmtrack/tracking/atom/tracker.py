@@ -48,9 +48,8 @@ from ebmtrack.tracking.atom.refine import (
     select_box,
     window_test_features,
 )
-from ebmtrack.tracking.augment import augmented_crops, dropout_copies
-from ebmtrack.tracking.base import TrackResult, TrackStatus, validate_box
-from ebmtrack.tracking.search_region import SearchRegionTracker, as_rgb
+from ebmtrack.tracking.base import TrackResult, TrackStatus
+from ebmtrack.tracking.search_region import SearchRegionTracker
 
 __all__ = ["AtomTracker", "feature_extractor", "normalize_features"]
 
@@ -182,27 +181,13 @@ class AtomTracker(SearchRegionTracker):
     def initialize(self, frame: np.ndarray, box: np.ndarray) -> None:
         """Learn the classifier on the augmented first frame and the IoU-Net's modulation."""
         params = self.params
-        frame = as_rgb(frame)
-        box = validate_box(box, frame.shape, "box")
-        rng = np.random.default_rng(params.seed)
-        generator = torch.Generator().manual_seed(params.seed)
-        center = box[:2] + box[2:] / 2
-        size = box[2:].copy()
-        side = self._side(size)
-
-        crops, centers = augmented_crops(frame, tuple(center), side, params, rng)
-        with torch.no_grad():
-            feats = self._extract(self._to_tensor(crops))
-            samples = normalize_features(feats[self.classifier_layer])
-            copies, probability = params.aug_dropout
-            if copies:
-                dropped = dropout_copies(samples[:1], copies, probability, generator)
-                samples = torch.cat([samples, dropped])
-                centers = np.concatenate([centers, np.repeat(centers[:1], copies, axis=0)])
-            modulation = None
-            if self.iou_net is not None:
-                scale = params.search_size / side
-                ref_size = size * scale
+        first = self._first_frame(frame, box, normalize_features)
+        feats, samples, centers, size = first.feats, first.samples, first.centers, first.size
+        generator = first.generator
+        modulation = None
+        if self.iou_net is not None:
+            with torch.no_grad():
+                ref_size = size * params.search_size / first.side
                 ref_box = np.concatenate([centers[0] - ref_size / 2, ref_size])
                 ref_box = torch.as_tensor(ref_box, dtype=torch.float32, device=self.device)
                 ref_feats = [feats[layer][:1] for layer in self.iou_layers]
@@ -224,8 +209,8 @@ class AtomTracker(SearchRegionTracker):
             projected, labels, params.memory_size, params.init_samples_minimum_weight
         )
         min_size = np.minimum(params.min_target_size, size)
-        self._state = _State(center, size, min_size, 1, classifier, memory, modulation)
-        self._clamp_state(self._state, frame.shape)
+        self._state = _State(first.center, size, min_size, 1, classifier, memory, modulation)
+        self._clamp_state(self._state, first.frame.shape)
 
     def track(self, frame: np.ndarray) -> TrackResult:
         """Locate the target in ``frame`` (any size, RGB or grayscale)."""

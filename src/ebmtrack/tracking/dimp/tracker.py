@@ -43,11 +43,10 @@ from ebmtrack.tracking.atom.refine import (
     window_test_features,
 )
 from ebmtrack.tracking.atom.tracker import feature_extractor
-from ebmtrack.tracking.augment import augmented_crops, dropout_copies
-from ebmtrack.tracking.base import TrackResult, TrackStatus, validate_box
+from ebmtrack.tracking.base import TrackResult, TrackStatus
 from ebmtrack.tracking.dimp.params import DiMPParams
 from ebmtrack.tracking.dimp.refine import FrameBoxEnergy, ascend_boxes
-from ebmtrack.tracking.search_region import SearchRegionTracker, as_rgb
+from ebmtrack.tracking.search_region import SearchRegionTracker
 
 __all__ = ["DiMPTracker"]
 
@@ -134,24 +133,10 @@ class DiMPTracker(SearchRegionTracker):
     def initialize(self, frame: np.ndarray, box: np.ndarray) -> None:
         """Predict the filter from the augmented first frame; the box head's modulation."""
         params = self.params
-        frame = as_rgb(frame)
-        box = validate_box(box, frame.shape, "box")
-        rng = np.random.default_rng(params.seed)
-        generator = torch.Generator().manual_seed(params.seed)
-        center = box[:2] + box[2:] / 2
-        size = box[2:].copy()
-        side = self._side(size)
-        crop_size = size * params.search_size / side
-
-        crops, centers = augmented_crops(frame, tuple(center), side, params, rng)
+        first = self._first_frame(frame, box, self.classifier.extract_features)
+        feats, samples, centers, size = first.feats, first.samples, first.centers, first.size
+        crop_size = size * params.search_size / first.side
         with torch.no_grad():
-            feats = self._extract(self._to_tensor(crops))
-            samples = self.classifier.extract_features(feats[self.classifier_layer])
-            copies, probability = params.aug_dropout
-            if copies:
-                dropped = dropout_copies(samples[:1], copies, probability, generator)
-                samples = torch.cat([samples, dropped])
-                centers = np.concatenate([centers, np.repeat(centers[:1], copies, axis=0)])
             boxes = self._boxes_tensor(
                 np.concatenate(
                     [centers - crop_size / 2, np.broadcast_to(crop_size, centers.shape)], 1
@@ -171,8 +156,8 @@ class DiMPTracker(SearchRegionTracker):
             samples, boxes, params.memory_size, params.init_samples_minimum_weight
         )
         min_size = np.minimum(params.min_target_size, size)
-        self._state = _State(center, size, min_size, 1, target_filter, memory, modulation)
-        self._clamp_state(self._state, frame.shape)
+        self._state = _State(first.center, size, min_size, 1, target_filter, memory, modulation)
+        self._clamp_state(self._state, first.frame.shape)
 
     def track(self, frame: np.ndarray) -> TrackResult:
         """Locate the target in ``frame`` (any size, RGB or grayscale)."""
