@@ -129,70 +129,46 @@ def color_jitter(
 
 
 @dataclass(frozen=True)
-class AtomProcessing:
-    """Parameters of the pair processing; defaults are the ATOM training recipe (B.3).
+class JitteredCrops:
+    """What both processings share: jittered crops of the frames and their colour jitter.
 
     Attributes:
         search_area_factor: crop side / sqrt(target area).
         output_size: side of the crops in pixels.
-        center_jitter_factor: (reference, test) centre jitter, in units of sqrt(jittered area).
-        scale_jitter_factor: (reference, test) std of the log-size jitter.
-        proposals: "iou" (ATOM, MSE on IoU) or "gmm" (EBM losses); see the module docstring.
-        num_proposals: M; 16 for ATOM, 128 for the EBM losses (C.2, see :meth:`for_ebm`).
-        proposal_min_iou: "iou": the least IoU of a proposal with the test box.
-        proposal_sigma_factors: "iou": noise levels relative to sqrt(w * h), one drawn per box.
-        gmm_sigmas: "gmm": per mixture component, the std of the (centre, log-size) offsets.
-        gt_sigma: "gmm": the label-noise std of p, (centre, log-size).
-        grayscale_probability: both crops are turned to grayscale together with this probability.
+        center_jitter_factor: (reference or train, test) centre jitter, in units of
+            sqrt(jittered area).
+        scale_jitter_factor: (reference or train, test) std of the log-size jitter.
+        grayscale_probability: all crops of a sample turn grayscale together with this
+            probability.
         brightness_jitter: each crop is multiplied by U(1 - b, 1 + b) and clamped to [0, 255].
-        flip_probability: both crops are mirrored left-right together with this probability
-            (0 in the reference ATOM code, 0.5 in the BMVC recipe).
     """
 
     search_area_factor: float = 5.0
     output_size: int = 288
     center_jitter_factor: tuple[float, float] = (0.0, 4.5)
     scale_jitter_factor: tuple[float, float] = (0.0, 0.5)
-    proposals: str = "iou"
-    num_proposals: int = 16
-    proposal_min_iou: float = 0.1
-    proposal_sigma_factors: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2, 0.3)
-    gmm_sigmas: tuple[tuple[float, float], ...] = ((0.05, 0.05), (0.5, 0.5))
-    gt_sigma: tuple[float, float] = (0.05, 0.05)
     grayscale_probability: float = 0.05
     brightness_jitter: float = 0.2
-    flip_probability: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.proposals not in PROPOSAL_MODES:
-            raise ValueError(f"proposals must be one of {PROPOSAL_MODES}, got {self.proposals!r}")
-        if not self.search_area_factor > 0 or self.output_size < 1 or self.num_proposals < 1:
+        if not self.search_area_factor > 0 or self.output_size < 1:
             raise ValueError(
-                "search_area_factor, output_size and num_proposals must be positive, got "
-                f"{self.search_area_factor}, {self.output_size}, {self.num_proposals}"
+                "search_area_factor and output_size must be positive, got "
+                f"{self.search_area_factor}, {self.output_size}"
             )
-        for name in ("grayscale_probability", "flip_probability", "brightness_jitter"):
+        for name in ("grayscale_probability", "brightness_jitter"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         for name in ("center_jitter_factor", "scale_jitter_factor"):
             if len(getattr(self, name)) != 2 or min(getattr(self, name)) < 0:
-                raise ValueError(f"{name} must be two numbers >= 0 (reference, test)")
-        if not 0 <= self.proposal_min_iou < 1:
-            raise ValueError(f"proposal_min_iou must be in [0, 1), got {self.proposal_min_iou}")
-
-    @classmethod
-    def for_ebm(cls, **changes) -> AtomProcessing:
-        """The box-regression sampling of the EBM losses (C.2): 128 Gaussian-mixture samples."""
-        return cls(**{"proposals": "gmm", "num_proposals": 128, **changes})
+                raise ValueError(f"{name} must be two numbers >= 0 (reference or train, test)")
 
     def crop(
         self, frame: np.ndarray, box: np.ndarray, which: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Jitter ``box`` with the settings of image ``which`` (0 reference, 1 test) and crop.
-
-        Returns the patch (S, S, 3) uint8, the target's box in it (4,) and the (2, 3) map from
-        frame to crop coordinates.
-        """
+        """:func:`jittered_crop` of ``box`` with the jitter of frame kind ``which`` (0 reference
+        or train, 1 test): the patch (S, S, 3) uint8, the target's box in it (4,) and the (2, 3)
+        map from frame to crop coordinates."""
         return jittered_crop(
             frame,
             box,
@@ -205,6 +181,46 @@ class AtomProcessing:
 
     def _color(self, patches: list[np.ndarray], rng: np.random.Generator) -> list[Tensor]:
         return color_jitter(patches, self.grayscale_probability, self.brightness_jitter, rng)
+
+
+@dataclass(frozen=True)
+class AtomProcessing(JitteredCrops):
+    """Parameters of the pair processing; defaults are the ATOM training recipe (B.3).
+
+    Attributes (besides those of :class:`JitteredCrops`):
+        proposals: "iou" (ATOM, MSE on IoU) or "gmm" (EBM losses); see the module docstring.
+        num_proposals: M; 16 for ATOM, 128 for the EBM losses (C.2, see :meth:`for_ebm`).
+        proposal_min_iou: "iou": the least IoU of a proposal with the test box.
+        proposal_sigma_factors: "iou": noise levels relative to sqrt(w * h), one drawn per box.
+        gmm_sigmas: "gmm": per mixture component, the std of the (centre, log-size) offsets.
+        gt_sigma: "gmm": the label-noise std of p, (centre, log-size).
+        flip_probability: both crops are mirrored left-right together with this probability
+            (0 in the reference ATOM code, 0.5 in the BMVC recipe).
+    """
+
+    proposals: str = "iou"
+    num_proposals: int = 16
+    proposal_min_iou: float = 0.1
+    proposal_sigma_factors: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2, 0.3)
+    gmm_sigmas: tuple[tuple[float, float], ...] = ((0.05, 0.05), (0.5, 0.5))
+    gt_sigma: tuple[float, float] = (0.05, 0.05)
+    flip_probability: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.proposals not in PROPOSAL_MODES:
+            raise ValueError(f"proposals must be one of {PROPOSAL_MODES}, got {self.proposals!r}")
+        if self.num_proposals < 1:
+            raise ValueError(f"num_proposals must be positive, got {self.num_proposals}")
+        if not 0 <= self.flip_probability <= 1:
+            raise ValueError(f"flip_probability must be in [0, 1], got {self.flip_probability}")
+        if not 0 <= self.proposal_min_iou < 1:
+            raise ValueError(f"proposal_min_iou must be in [0, 1), got {self.proposal_min_iou}")
+
+    @classmethod
+    def for_ebm(cls, **changes) -> AtomProcessing:
+        """The box-regression sampling of the EBM losses (C.2): 128 Gaussian-mixture samples."""
+        return cls(**{"proposals": "gmm", "num_proposals": 128, **changes})
 
     def _candidates(self, box: Tensor, generator: torch.Generator) -> dict[str, Tensor]:
         if self.proposals == "iou":
@@ -247,7 +263,7 @@ class AtomProcessing:
 
 
 @dataclass(frozen=True)
-class DiMPProcessing:
+class DiMPProcessing(JitteredCrops):
     """From a :class:`~ebmtrack.data.sampler.FrameSet` to a training sample of DiMP's target
     classifier; defaults are DiMP-18/50's (``ltr/train_settings/dimp/dimp18.py``,
     ``DiMPProcessing`` in ``ltr/data/processing.py``, mode ``sequence``).
@@ -264,48 +280,12 @@ class DiMPProcessing:
     ``train_images`` (N, 3, S, S) and ``test_images`` (M, 3, S, S) float32 RGB in [0, 255],
     ``train_boxes`` (N, 4) and ``test_boxes`` (M, 4) float32.
 
-    Attributes:
-        search_area_factor: crop side / sqrt(target area) (5: an 18 x 18 stride-16 map at 288).
-        output_size: side of the crops in pixels (288 = 18 * 16).
-        center_jitter_factor: (train, test) centre jitter, in units of sqrt(jittered area).
-        scale_jitter_factor: (train, test) std of the log-size jitter.
-        grayscale_probability: all crops of a sample turn grayscale together (0.05).
-        brightness_jitter: each crop is multiplied by U(1 - b, 1 + b) and clamped (0.2).
+    The attributes are those of :class:`JitteredCrops` (search area 5: an 18 x 18 stride-16
+    map at 288 = 18 * 16), with DiMP's jitter of the training frames.
     """
 
-    search_area_factor: float = 5.0
-    output_size: int = 288
     center_jitter_factor: tuple[float, float] = (3.0, 4.5)
     scale_jitter_factor: tuple[float, float] = (0.25, 0.5)
-    grayscale_probability: float = 0.05
-    brightness_jitter: float = 0.2
-
-    def __post_init__(self) -> None:
-        if not self.search_area_factor > 0 or self.output_size < 1:
-            raise ValueError(
-                "search_area_factor and output_size must be positive, got "
-                f"{self.search_area_factor}, {self.output_size}"
-            )
-        for name in ("grayscale_probability", "brightness_jitter"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        for name in ("center_jitter_factor", "scale_jitter_factor"):
-            if len(getattr(self, name)) != 2 or min(getattr(self, name)) < 0:
-                raise ValueError(f"{name} must be two numbers >= 0 (train, test)")
-
-    def crop(
-        self, frame: np.ndarray, box: np.ndarray, which: int, rng: np.random.Generator
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:func:`jittered_crop` with the jitter of a training (``which`` 0) or test (1) frame."""
-        return jittered_crop(
-            frame,
-            box,
-            self.search_area_factor,
-            self.output_size,
-            self.center_jitter_factor[which],
-            self.scale_jitter_factor[which],
-            rng,
-        )
 
     def __call__(self, frame_set: FrameSet, rng: np.random.Generator) -> dict[str, Tensor]:
         """Process ``frame_set`` drawing every random choice from ``rng``."""
@@ -318,9 +298,7 @@ class DiMPProcessing:
                 patch, crop_box, _ = self.crop(frame, box, which, rng)
                 patches.append(patch)
                 boxes.append(crop_box)
-        images = torch.stack(
-            color_jitter(patches, self.grayscale_probability, self.brightness_jitter, rng)
-        )
+        images = torch.stack(self._color(patches, rng))
         boxes_t = torch.as_tensor(np.stack(boxes), dtype=torch.float32)
         num_train = len(frame_set.train_frames)
         return {

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from ebmtrack.ops.crop import crop_square
 from ebmtrack.tracking.atom.localize import Localization, localize, upsample_scores
+from ebmtrack.tracking.atom.memory import SampleMemory
 from ebmtrack.tracking.augment import augmented_crops, dropout_copies
 from ebmtrack.tracking.base import validate_box
 
@@ -143,6 +144,27 @@ class SearchRegionTracker:
                 samples = torch.cat([samples, dropped])
                 centers = np.concatenate([centers, np.repeat(centers[:1], copies, axis=0)])
         return FirstFrame(frame, center, size, side, feats, samples, centers, generator)
+
+    def _start(
+        self, first: FirstFrame, state_type, samples: Tensor, labels: Tensor, **fields: Any
+    ) -> None:
+        """Begin tracking: ``_state = state_type(center, size, min_size, frame_index=1,
+        memory, **fields)`` with the sample memory filled by the first frame's ``samples`` and
+        ``labels``, and ``fields`` the tracker's own (its classifier, the box head's
+        modulation)."""
+        params = self.params
+        memory = SampleMemory(
+            samples, labels, params.memory_size, params.init_samples_minimum_weight
+        )
+        self._state = state_type(
+            center=first.center,
+            size=first.size,
+            min_size=np.minimum(params.min_target_size, first.size),
+            frame_index=1,
+            memory=memory,
+            **fields,
+        )
+        self._clamp_state(self._state, first.frame.shape)
 
     def _next_frame(
         self, frame: np.ndarray, side_factors: tuple[float, ...] = (1.0,)

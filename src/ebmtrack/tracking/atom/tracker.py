@@ -205,12 +205,7 @@ class AtomTracker(SearchRegionTracker):
         )
         with torch.no_grad():
             projected = classifier.project(samples)
-        memory = SampleMemory(
-            projected, labels, params.memory_size, params.init_samples_minimum_weight
-        )
-        min_size = np.minimum(params.min_target_size, size)
-        self._state = _State(first.center, size, min_size, 1, classifier, memory, modulation)
-        self._clamp_state(self._state, first.frame.shape)
+        self._start(first, _State, projected, labels, classifier=classifier, modulation=modulation)
 
     def track(self, frame: np.ndarray) -> TrackResult:
         """Locate the target in ``frame`` (any size, RGB or grayscale)."""

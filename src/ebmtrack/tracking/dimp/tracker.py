@@ -152,12 +152,7 @@ class DiMPTracker(SearchRegionTracker):
             if self.box_head is not None:
                 ref_feats = [feats[layer][:1] for layer in self.box_layers]
                 modulation = self.box_head.modulation(ref_feats, boxes[:1])
-        memory = SampleMemory(
-            samples, boxes, params.memory_size, params.init_samples_minimum_weight
-        )
-        min_size = np.minimum(params.min_target_size, size)
-        self._state = _State(first.center, size, min_size, 1, target_filter, memory, modulation)
-        self._clamp_state(self._state, first.frame.shape)
+        self._start(first, _State, samples, boxes, filter=target_filter, modulation=modulation)
 
     def track(self, frame: np.ndarray) -> TrackResult:
         """Locate the target in ``frame`` (any size, RGB or grayscale)."""
