@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch import nn
 
-from ebmtrack.ebm import gradient_ascent, langevin_sample
+from ebmtrack.ebm import gradient_ascent, langevin_sample, score_and_grad
 
 
 class Quadratic(nn.Module):
@@ -61,3 +61,32 @@ def test_zero_steps_returns_start_and_bad_inputs_raise():
         gradient_ascent(model, torch.zeros(3), y0)
     with pytest.raises(ValueError, match="decay"):
         gradient_ascent(model, x, y0, decay=0.0)
+
+
+class QuadraticWithOwnGradient(Quadratic):
+    """The same f, with an analytic ``score_and_grad`` the samplers must use instead of autograd."""
+
+    def __init__(self, a, c):
+        super().__init__(a, c)
+        self.own_calls = 0
+
+    def score_and_grad(self, x, y):
+        self.own_calls += 1
+        offset = y - self.c - x[:, None, None]
+        return self(x, y), -2 * self.a * offset
+
+
+def test_a_models_own_score_and_grad_is_used_and_agrees_with_autograd():
+    own, plain = (
+        QuadraticWithOwnGradient([1.0, 4.0], [0.5, -2.0]),
+        Quadratic([1.0, 4.0], [0.5, -2.0]),
+    )
+    x = torch.tensor([0.0, 1.0])
+    start = torch.randn(2, 16, 2, generator=torch.Generator().manual_seed(0))
+    y_own, _ = gradient_ascent(own, x, start, num_iters=20, step_length=0.1)
+    y_plain, _ = gradient_ascent(plain, x, start, num_iters=20, step_length=0.1)
+    assert own.own_calls == 21  # one evaluation of the start, one per iteration
+    assert torch.allclose(y_own, y_plain, atol=1e-6)
+    grad_own = score_and_grad(own, x, start)[1]
+    assert torch.allclose(grad_own, score_and_grad(plain, x, start)[1], atol=1e-6)
+    assert not grad_own.requires_grad

@@ -61,6 +61,30 @@ def test_fast_network_equals_the_plain_network_with_derivatives():
     assert torch.allclose(h_fast, h_plain, atol=1e-10)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_one_node_network_has_the_plain_networks_gradients(threads):
+    torch.manual_seed(0)
+    model = Regression1dEnergy(threads=threads).double()
+    x = torch.linspace(-3, 3, 5, dtype=torch.float64)
+    y = torch.randn(5, 7, 1, dtype=torch.float64)  # data: the hand-written backward applies
+    fast, plain = model(x, y), model.reference_forward(x, y)
+    assert type(fast.grad_fn.next_functions[0][0]).__name__ == "_NetworkBackward"
+    assert torch.allclose(fast, plain, atol=1e-12)
+    weights = torch.randn(5, 7, dtype=torch.float64)  # any upstream gradient
+    g_fast = torch.autograd.grad((weights * fast).sum(), list(model.parameters()))
+    g_plain = torch.autograd.grad((weights * plain).sum(), list(model.parameters()))
+    for name, a, b in zip(dict(model.named_parameters()), g_fast, g_plain, strict=True):
+        assert torch.allclose(a, b, atol=1e-12), name
+    # the work done in pool threads records no graph of its own (grad mode is per thread)
+    node = fast.grad_fn.next_functions[0][0]
+    assert not any(t.requires_grad for saved in node.saved for t in saved)
+    # the samplers' fast path: value and ∇_y f without autograd
+    value, grad_y = model.score_and_grad(x, y)
+    (grad_plain,) = torch.autograd.grad(model.reference_forward(x, y.requires_grad_(True)).sum(), y)
+    assert torch.allclose(value, plain, atol=1e-12)
+    assert torch.allclose(grad_y, grad_plain, atol=1e-12)
+
+
 def test_summary_takes_the_mean_of_the_best_five():
     assert best_mean([5.0, 1.0, 2.0, 3.0, 4.0, 0.5, 9.0]) == pytest.approx(2.1)
     assert best_mean([2.0, 4.0]) == pytest.approx(3.0)

@@ -37,7 +37,14 @@ def add_parser(subparsers) -> None:
     p.add_argument("--epochs", type=int, default=None, help="training epochs (75)")
     p.add_argument("--figure2-m", type=_int_list, default=None, help="extra M values for Figure 2")
     p.add_argument("--figure2-runs", type=int, default=None, help="runs per M in Figure 2 (5)")
-    p.add_argument("--workers", type=int, default=1, help="worker processes, 1 thread each")
+    p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="threads per worker process (default 1; 2 trains one run about 1.4x faster on 2 "
+        "cores, two 1-thread workers train two runs at once)",
+    )
     p.add_argument(
         "--quick",
         action="store_true",
@@ -57,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
     from ebmtrack.studies.regression1d.report import write_report
     from ebmtrack.studies.regression1d.study import load_results
 
+    if args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
     quick = args.quick
     methods = parse_methods(args.methods or (QUICK_METHODS if quick else "all"))
     runs = args.runs if args.runs is not None else (2 if quick else 20)
@@ -81,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         if not results:
             raise FileNotFoundError(f"no finished runs under {Path(args.out) / 'runs'}")
     else:
-        results = run_study(config, args.out, progress=not args.no_progress)
+        results = run_study(config, args.out, args.threads, progress=not args.no_progress)
     print(write_report(results, args.out, config.num_samples, config.epochs), end="")
     if quick:
         print(

@@ -16,8 +16,6 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from ebmtrack.data.datasets import Sequence, load_folder, read_boxes
 from ebmtrack.evaluation.plots import plot_success
 from ebmtrack.evaluation.render import GifBudget, GifWriter, Mp4Writer, draw_track
 from ebmtrack.evaluation.scoring import OTB_PROTOCOL, score_run
+from ebmtrack.models.runtime import torch_threads
 from ebmtrack.tracking.base import Tracker, validate_box
 
 DEMO_CLIP = "Couple"
@@ -126,22 +125,6 @@ def prepare_output_folder(out: str | Path) -> Path:
     except OSError as err:
         raise ValueError(f"out: cannot write to {out}: {err.strerror or err}") from err
     return out
-
-
-@contextmanager
-def _torch_threads(threads: int | None) -> Iterator[None]:
-    """Run the block with ``threads`` torch CPU threads, restoring the previous number after."""
-    if threads is None:
-        yield
-        return
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def _backbone_of(config: DemoConfig) -> str | None:
@@ -246,7 +229,7 @@ def run_demo(config: DemoConfig | None = None) -> DemoResult:
     if config.video:
         files = {"mp4": out / "demo.mp4", "gif": out / "demo.gif", **files}
 
-    with _torch_threads(config.threads):
+    with torch_threads(config.threads):
         tracker = _build_tracker(config)
         boxes, times, loop_seconds = _track_clip(tracker, sequence, config, files)
 

@@ -20,9 +20,10 @@ from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 
-import torch
 from safetensors.torch import save_file
 from tqdm import tqdm
+
+from ebmtrack.models.runtime import retain_freed_memory
 
 from .data import check_dataset
 from .kl import GRID_SIZE, model_kl
@@ -115,10 +116,14 @@ def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
 
 
 def execute_run(
-    key: RunKey, run_dir: Path, grid_size: int, on_epoch: Callable[[int], None] | None = None
+    key: RunKey,
+    run_dir: Path,
+    grid_size: int,
+    on_epoch: Callable[[int], None] | None = None,
+    threads: int = 1,
 ) -> dict:
-    """Train and evaluate one run; write ``<stem>.safetensors`` then ``<stem>.json`` (the marker
-    of a finished run). Returns the result record."""
+    """Train (on ``threads`` threads) and evaluate one run; write ``<stem>.safetensors`` then
+    ``<stem>.json`` (the marker of a finished run). Returns the result record."""
     config = TrainConfig(
         method=key.method,
         dataset=key.dataset,
@@ -127,7 +132,9 @@ def execute_run(
         epochs=key.epochs,
     )
     partial = run_dir / f".{key.stem}.partial.pt"
-    model, seconds_per_epoch = train_model(config, on_epoch=on_epoch, checkpoint=partial)
+    model, seconds_per_epoch = train_model(
+        config, on_epoch=on_epoch, checkpoint=partial, threads=threads
+    )
     result = {**asdict(key), "seed": key.seed, "seconds_per_epoch": seconds_per_epoch}
     result["kl"] = model_kl(model, key.dataset, grid_size)
     weights = {k: v.contiguous() for k, v in model.state_dict().items()}
@@ -142,12 +149,11 @@ def load_results(run_dir: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(Path(run_dir).glob("*.json"))]
 
 
-def _init_worker(threads: int) -> None:
-    torch.set_num_threads(threads)
-
-
-def _worker_run(key: RunKey, run_dir: str, grid_size: int, progress_queue) -> dict:
-    return execute_run(key, Path(run_dir), grid_size, on_epoch=lambda _: progress_queue.put(1))
+def _worker_run(key: RunKey, run_dir: str, grid_size: int, threads: int, progress_queue) -> dict:
+    retain_freed_memory()
+    return execute_run(
+        key, Path(run_dir), grid_size, lambda _: progress_queue.put(1), threads=threads
+    )
 
 
 def run_study(
@@ -155,7 +161,8 @@ def run_study(
 ) -> list[dict]:
     """Run every planned run not yet finished under ``out_dir/runs``; return all records.
 
-    One tqdm bar counts epochs over all pending runs; its postfix counts finished runs.
+    One tqdm bar counts epochs over all pending runs; its postfix counts finished runs. Each of
+    the ``config.workers`` processes trains on ``threads_per_worker`` threads.
     """
     run_dir = Path(out_dir) / "runs"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -172,14 +179,10 @@ def run_study(
 
     finished(0)
     if config.workers == 1:
-        previous_threads = torch.get_num_threads()
-        torch.set_num_threads(threads_per_worker)
-        try:
-            for key in pending:
-                execute_run(key, run_dir, config.grid_size, on_epoch=lambda _: bar.update(1))
-                finished(1)
-        finally:
-            torch.set_num_threads(previous_threads)
+        retain_freed_memory()
+        for key in pending:
+            execute_run(key, run_dir, config.grid_size, lambda _: bar.update(1), threads_per_worker)
+            finished(1)
     else:
         _run_in_pool(config, pending, run_dir, threads_per_worker, bar, finished)
     bar.close()
@@ -197,13 +200,11 @@ def _run_in_pool(
     context = get_context("spawn")
     with (
         context.Manager() as manager,
-        ProcessPoolExecutor(
-            config.workers, mp_context=context, initializer=_init_worker, initargs=(threads,)
-        ) as pool,
+        ProcessPoolExecutor(config.workers, mp_context=context) as pool,
     ):
         progress_queue = manager.Queue()
         futures = {
-            pool.submit(_worker_run, k, str(run_dir), config.grid_size, progress_queue)
+            pool.submit(_worker_run, k, str(run_dir), config.grid_size, threads, progress_queue)
             for k in pending
         }
         while futures:

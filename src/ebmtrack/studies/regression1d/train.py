@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from ebmtrack.ebm import get_loss
+from ebmtrack.models.runtime import torch_threads
 
 from .data import sample_dataset
 from .methods import METHODS, MethodSpec
@@ -53,12 +54,14 @@ def train_model(
     config: TrainConfig,
     on_epoch: Callable[[int], None] | None = None,
     checkpoint: str | Path | None = None,
+    threads: int = 1,
 ) -> tuple[Regression1dEnergy, float]:
     """Train one model; returns it (in eval mode) and the mean wall-clock seconds per epoch.
 
     With ``checkpoint``, the model, optimizer and random-generator states are saved there after
     every epoch and training resumes from it, bit-exactly, if it holds this same run (the costly
     ML-MCMC-256 runs take hours here). The caller removes the file once the run is recorded.
+    ``threads``: the model's ``threads`` (torch runs one intra-op thread meanwhile).
     """
     if config.method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {config.method!r}")
@@ -68,8 +71,8 @@ def train_model(
     y = torch.from_numpy(y_np)[:, None]
     generator = torch.Generator().manual_seed(config.seed)
     torch.manual_seed(config.seed)  # parameter initialization
-    model = Regression1dEnergy()
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, foreach=True)
+    model = Regression1dEnergy(threads=threads)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, fused=True)
     loss_fn = get_loss(config.spec.loss)
     kwargs = config.spec.loss_kwargs(config.num_samples)
     if config.spec.sample_based:  # every sample-based loss draws from our generator
@@ -88,28 +91,29 @@ def train_model(
                 on_epoch(epoch + 1)
 
     start = time.perf_counter()
-    for epoch in range(first_epoch, config.epochs):
-        order = torch.randperm(len(x), generator=generator)
-        for batch in order.split(config.batch_size):
-            loss = loss_fn(model, x[batch], y[batch], **kwargs)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-        if checkpoint is not None and epoch + 1 < config.epochs:
-            seconds = past_seconds + time.perf_counter() - start
-            _save_state(
-                checkpoint,
-                {
-                    "config": asdict(config),
-                    "epoch": epoch + 1,
-                    "seconds": seconds,
-                    "model": model.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "generator": generator.get_state(),
-                },
-            )
-        if on_epoch is not None:
-            on_epoch(epoch + 1)
+    with torch_threads(1):
+        for epoch in range(first_epoch, config.epochs):
+            order = torch.randperm(len(x), generator=generator)
+            for batch in order.split(config.batch_size):
+                loss = loss_fn(model, x[batch], y[batch], **kwargs)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+            if checkpoint is not None and epoch + 1 < config.epochs:
+                seconds = past_seconds + time.perf_counter() - start
+                _save_state(
+                    checkpoint,
+                    {
+                        "config": asdict(config),
+                        "epoch": epoch + 1,
+                        "seconds": seconds,
+                        "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "generator": generator.get_state(),
+                    },
+                )
+            if on_epoch is not None:
+                on_epoch(epoch + 1)
     seconds = past_seconds + time.perf_counter() - start
     seconds_per_epoch = seconds / max(config.epochs, 1)
     return model.eval(), seconds_per_epoch
