@@ -42,8 +42,8 @@ def add_parser(subparsers) -> None:
         "--threads",
         type=int,
         default=1,
-        help="threads per worker process (default 1; 2 trains one run about 1.4x faster on 2 "
-        "cores, two 1-thread workers train two runs at once)",
+        help="threads per worker process (default 1; on 2 cores, 2 trains one run up to 1.4x "
+        "faster, while two 1-thread workers train two runs at once)",
     )
     p.add_argument(
         "--quick",

@@ -220,8 +220,8 @@ class _Network(torch.autograd.Function):
     Autograd's own version of this graph spends about half its time on bookkeeping (some 60
     nodes for a 14-tensor network), copies of the ``(H, N)`` operands for the weight gradients
     and zero-filled gradient buffers. Gradients wrt the parameters only, first order
-    (``once_differentiable``): SM, DSM and the Langevin sampler, which differentiate wrt ``y``,
-    use the composed path.
+    (``once_differentiable``): SM and DSM, which differentiate twice in ``y``, use the composed
+    path; the samplers use ``Regression1dEnergy.score_and_grad``.
     """
 
     @staticmethod
@@ -261,8 +261,9 @@ class Regression1dEnergy(nn.Module):
       with the affine parts folded into the small tensors (``_FoldedHead``);
     - when ``y`` needs no gradient (the sample-based losses), the candidate part is one autograd
       node with a hand-written backward pass, split over ``threads`` Python threads by groups of
-      inputs. On two cores, ``threads=2`` with ``torch.set_num_threads(1)`` is about 1.4x faster
-      than one thread; torch's own intra-op threads do not help at these sizes.
+      inputs. On two cores, ``threads=2`` with ``torch.set_num_threads(1)`` was 1.0-1.4x faster
+      than one thread, depending on the machine's load; torch's own intra-op threads made these
+      sizes slower.
     """
 
     def __init__(self, hidden: int = HIDDEN, threads: int = 1):

@@ -20,10 +20,11 @@ from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 
+import torch
 from safetensors.torch import save_file
 from tqdm import tqdm
 
-from ebmtrack.models.runtime import retain_freed_memory
+from ebmtrack.models.runtime import retain_freed_memory, torch_threads
 
 from .data import check_dataset
 from .kl import GRID_SIZE, model_kl
@@ -151,6 +152,7 @@ def load_results(run_dir: Path) -> list[dict]:
 
 def _worker_run(key: RunKey, run_dir: str, grid_size: int, threads: int, progress_queue) -> dict:
     retain_freed_memory()
+    torch.set_num_threads(threads)  # for the evaluation; training sets its own
     return execute_run(
         key, Path(run_dir), grid_size, lambda _: progress_queue.put(1), threads=threads
     )
@@ -180,9 +182,12 @@ def run_study(
     finished(0)
     if config.workers == 1:
         retain_freed_memory()
-        for key in pending:
-            execute_run(key, run_dir, config.grid_size, lambda _: bar.update(1), threads_per_worker)
-            finished(1)
+        with torch_threads(threads_per_worker):  # for the evaluation; training sets its own
+            for key in pending:
+                execute_run(
+                    key, run_dir, config.grid_size, lambda _: bar.update(1), threads_per_worker
+                )
+                finished(1)
     else:
         _run_in_pool(config, pending, run_dir, threads_per_worker, bar, finished)
     bar.close()
