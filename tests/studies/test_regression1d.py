@@ -9,7 +9,7 @@ from ebmtrack.cli.main import main
 from ebmtrack.studies.regression1d import StudyConfig, parse_methods, planned_runs, run_study
 from ebmtrack.studies.regression1d.data import sample_dataset, true_density
 from ebmtrack.studies.regression1d.kl import grid_kl_divergence
-from ebmtrack.studies.regression1d.model import Regression1dEnergy
+from ebmtrack.studies.regression1d.model import Regression1dEnergy, _Network
 from ebmtrack.studies.regression1d.report import best_mean, summarize, write_tables
 from ebmtrack.studies.regression1d.train import TrainConfig, train_model
 
@@ -78,6 +78,10 @@ def test_one_node_network_has_the_plain_networks_gradients(threads):
     # the work done in pool threads records no graph of its own (grad mode is per thread)
     node = fast.grad_fn.next_functions[0][0]
     assert not any(t.requires_grad for saved in node.saved for t in saved)
+    params = [t.detach().requires_grad_(True) for l in model._layers() for t in (l.weight, l.bias)]
+    assert torch.autograd.gradcheck(
+        lambda *ps: _Network.apply(x, y.reshape(1, -1), threads, *ps), params
+    )
     # the samplers' fast path: value and ∇_y f without autograd
     value, grad_y = model.score_and_grad(x, y)
     (grad_plain,) = torch.autograd.grad(model.reference_forward(x, y.requires_grad_(True)).sum(), y)
