@@ -78,7 +78,7 @@ def test_one_node_network_has_the_plain_networks_gradients(threads):
     # the work done in pool threads records no graph of its own (grad mode is per thread)
     node = fast.grad_fn.next_functions[0][0]
     assert not any(t.requires_grad for saved in node.saved for t in saved)
-    params = [t.detach().requires_grad_(True) for l in model._layers() for t in (l.weight, l.bias)]
+    params = [t.detach().requires_grad_(True) for t in model._params()]
     assert torch.autograd.gradcheck(
         lambda *ps: _Network.apply(x, y.reshape(1, -1), threads, *ps), params
     )

@@ -283,7 +283,7 @@ class Regression1dEnergy(nn.Module):
         batch, num = y.shape[0], y.shape[1]
         x = x.reshape(batch)
         y_row = y.reshape(1, batch * num)
-        params = _Params(*(t for layer in self._layers() for t in (layer.weight, layer.bias)))
+        params = self._params()
         if y.requires_grad or x.requires_grad or not torch.is_grad_enabled():
             value = _candidates_forward(y_row, _fold(x, params)[0])[0]
         else:
@@ -296,17 +296,17 @@ class Regression1dEnergy(nn.Module):
         ascent) uses this when a model has it."""
         batch, num = y.shape[0], y.shape[1]
         with torch.no_grad():
-            params = _Params(*(t for layer in self._layers() for t in (layer.weight, layer.bias)))
+            params = self._params()
             head, _ = _fold(x.reshape(batch), params)
             rows, heads = _split(y.reshape(1, batch * num), head, min(self.threads, batch))
             results = _map_no_grad(_candidates_value_and_input_grad, rows, heads)
             value, grad = (torch.cat(parts, dim=1) for parts in zip(*results))
         return value.view(batch, num), grad.view(batch, num, 1)
 
-    def _layers(self) -> tuple[nn.Linear, ...]:
-        """In ``_Params`` order."""
-        return (self.x_fc1, self.x_fc2, self.y_fc, self.head_fc1, self.head_res1, self.head_res2,
-                self.head_out)  # fmt: skip
+    def _params(self) -> _Params:
+        layers = (self.x_fc1, self.x_fc2, self.y_fc, self.head_fc1, self.head_res1,
+                  self.head_res2, self.head_out)  # fmt: skip
+        return _Params(*(t for layer in layers for t in (layer.weight, layer.bias)))
 
     def reference_forward(self, x: Tensor, y: Tensor) -> Tensor:
         """The same function written plainly (row-major, tanh): for tests and benchmarks."""
