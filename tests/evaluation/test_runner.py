@@ -1,5 +1,6 @@
 """The runner: results written per sequence, resume after interruption, crashes isolated."""
 
+import dataclasses
 import os
 import signal
 from pathlib import Path
@@ -108,6 +109,22 @@ def test_crashing_sequences_are_logged_and_the_others_scored(tmp_path):
     assert sorted(evaluation.sequences) == ["seq2", "seq5"]
     assert len(evaluation.problems) == 2
     assert evaluation.overall.summary()["auc"] > 0
+
+
+def test_workers_survive_crashes_right_after_a_result(tmp_path):
+    # Each crash comes just after the worker sent its previous result. With a results queue
+    # shared by the workers, a worker killed before its sender thread released the queue's lock
+    # once stalled the whole evaluation (seen under load; the window is too short to hit on
+    # purpose). Workers now share nothing; this checks the bookkeeping of many such crashes
+    # with two workers.
+    good = _sequences(tmp_path / "frames", xs=(2, 5, 6, 7))
+    (crash,) = _sequences(tmp_path / "frames", xs=(4,))
+    crashes = [dataclasses.replace(crash, name=f"crash{i}") for i in range(4)]
+    sequences = [seq for pair in zip(good, crashes) for seq in pair]
+    spec = TrackerSpec("shift", ShiftTracker, {"kill_at_x": 4})
+    summary = run_evaluation([spec], sequences, tmp_path / "out", workers=2, progress=False)
+    assert sorted(summary.done) == [f"shift run 0 seq{x}" for x in (2, 5, 6, 7)]
+    assert sorted(summary.failed) == [f"shift run 0 crash{i}" for i in range(4)]
 
 
 def test_runs_and_thread_budget(tmp_path):

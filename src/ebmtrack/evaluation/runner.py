@@ -12,7 +12,7 @@ import json
 import logging
 import multiprocessing as mp
 import os
-import queue
+import pickle
 import random
 import signal
 import sys
@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from multiprocessing import connection as mp_connection
 from pathlib import Path
 
 import cv2
@@ -135,38 +136,52 @@ def _limit_threads(threads: int) -> None:
         sys.modules["torch"].set_num_threads(threads)
 
 
-def _worker_main(tasks, results, out_dir: Path, threads: int) -> None:
-    while (job := tasks.get()) is not None:
+def _worker_main(conn, out_dir: Path, threads: int) -> None:
+    while (job := conn.recv()) is not None:
         try:
             _limit_threads(threads)
             run_job(job, out_dir)
-            results.put((job.label, None))
+            conn.send((job.label, None))
         except Exception:
-            results.put((job.label, traceback.format_exc()))
+            conn.send((job.label, traceback.format_exc()))
 
 
 class _Worker:
-    """A worker process with its own task queue, so we know which job it holds when it dies."""
+    """A worker process with a pipe of its own, so that we know which job it holds when it dies.
 
-    def __init__(self, ctx, results, out_dir: Path, threads: int) -> None:
-        self.tasks = ctx.Queue()
-        self.process = ctx.Process(
-            target=_worker_main, args=(self.tasks, results, out_dir, threads), daemon=True
-        )
+    Nothing is shared between workers: a worker that dies mid-write (a tracker crashing in C
+    code) can leave no lock held that would stall the others, as a shared results queue could.
+    """
+
+    def __init__(self, ctx, out_dir: Path, threads: int) -> None:
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_worker_main, args=(child, out_dir, threads), daemon=True)
         self.process.start()
+        child.close()  # the parent keeps its end only, so a dead worker reads as EOF
         self.job: Job | None = None
 
     def give(self, job: Job) -> None:
         self.job = job
-        self.tasks.put(job)
+        self.conn.send(job)
+
+    def result(self) -> tuple[str, str | None] | None:
+        """The finished job's ``(label, error)``, or None when the worker died without one."""
+        try:
+            return self.conn.recv()
+        except (EOFError, OSError, pickle.UnpicklingError):
+            return None
 
     def stop(self) -> None:
         if self.process.is_alive():
-            self.tasks.put(None)
+            try:
+                self.conn.send(None)
+            except OSError:
+                pass
             self.process.join(timeout=5)
         if self.process.is_alive():
             self.process.terminate()
             self.process.join()
+        self.conn.close()
 
 
 def _log_failure(out_dir: Path, label: str, details: str) -> None:
@@ -261,31 +276,40 @@ def _death_note(exit_code: int | None) -> str:
 
 def _run_in_workers(pending: deque[Job], out_dir: Path, workers: int, finish) -> None:
     ctx = mp.get_context("spawn")  # fork is unsafe with threaded libraries (torch, OpenMP)
-    results = ctx.Queue()
     threads = thread_budget(workers)
-    pool = [_Worker(ctx, results, out_dir, threads) for _ in range(min(workers, len(pending)))]
-    busy = 0
+    pool = [_Worker(ctx, out_dir, threads) for _ in range(min(workers, len(pending)))]
     try:
-        while pending or busy:
-            for worker in pool:
+        while True:
+            for i, worker in enumerate(pool):
                 if worker.job is None and pending:
-                    worker.give(pending.popleft())
-                    busy += 1
-            try:
-                label, error = results.get(timeout=0.5)
-            except queue.Empty:
-                for i, worker in enumerate(pool):
-                    if worker.job is not None and not worker.process.is_alive():
-                        finish(worker.job.label, _death_note(worker.process.exitcode))
-                        busy -= 1
-                        pool[i] = _Worker(ctx, results, out_dir, threads)
-                continue
-            for worker in pool:
-                if worker.job is not None and worker.job.label == label:
-                    worker.job = None
-                    break
-            busy -= 1
-            finish(label, error)
+                    try:
+                        worker.give(pending[0])
+                    except OSError:  # it died while idle: a new worker takes the job
+                        worker.job = None
+                        worker.stop()
+                        pool[i] = worker = _Worker(ctx, out_dir, threads)
+                        worker.give(pending[0])
+                    pending.popleft()
+            busy = [worker for worker in pool if worker.job is not None]
+            if not busy:
+                break
+            # A result and an exit both wake us; the timeout keeps Ctrl-C responsive.
+            mp_connection.wait([w.conn for w in busy] + [w.process.sentinel for w in busy], 1.0)
+            for worker in busy:
+                if worker.conn.poll():
+                    outcome = worker.result()
+                elif not worker.process.is_alive():
+                    outcome = None
+                else:
+                    continue
+                job, worker.job = worker.job, None
+                if outcome is None:
+                    worker.process.join()
+                    finish(job.label, _death_note(worker.process.exitcode))
+                    worker.stop()
+                    pool[pool.index(worker)] = _Worker(ctx, out_dir, threads)
+                else:
+                    finish(*outcome)
     finally:
         for worker in pool:
             worker.stop()
