@@ -132,6 +132,22 @@ def test_head_must_match_the_backbone_layers():
         BoxRegressionModule(backbone, AtomIoUNet(IoUNetConfig(width=0.1)))
 
 
+def test_both_levels_may_read_one_layer():
+    # A one-level backbone (nanotrack's) feeds the same map to the fine and the coarse branch.
+    from ebmtrack.models.backbones import create_backbone
+    from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
+
+    backbone = create_backbone("mobilenetv2", pretrained=False)
+    dims = (16, 16)
+    head = IoUNetConfig((96, 96), dims, dims, width=0.1, strides=(16, 16))
+    module = BoxRegressionModule(backbone, AtomIoUNet(head), layers=("features.13",) * 2)
+    fine, coarse = module.features(torch.rand(2, 3, 64, 64) * 255)
+    assert fine.shape == (2, 96, 4, 4)
+    assert torch.equal(fine, coarse)
+    with pytest.raises(ValueError, match="valid layers"):
+        BoxRegressionModule(backbone, AtomIoUNet(head), layers=("features.99",) * 2)
+
+
 def test_proposal_ranking_stats_on_known_orders():
     iou = torch.tensor([[0.2, 0.9, 0.5, 0.7], [0.1, 0.3, 0.8, 0.6]]) * 2 - 1
     perfect = proposal_ranking_stats(iou * 3 + 1, iou)  # any increasing map of the IoU

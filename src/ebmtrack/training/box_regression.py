@@ -184,7 +184,9 @@ class BoxRegressionModule(nn.Module):
         self.backbone = backbone.eval().requires_grad_(False)
         self.iou_net = iou_net
         self.loss = loss or BoxLossConfig()
-        self.layers = tuple(backbone.check_layers(layers))
+        # Both levels may read the same layer (a one-level backbone such as nanotrack's).
+        self.layers = tuple(layers) if layers is not None else tuple(backbone.default_layers)
+        backbone.check_layers(self.layers)
         channels = tuple(backbone.feature_info[name].channels for name in self.layers)
         if channels != tuple(iou_net.config.input_channels):
             raise ValueError(
