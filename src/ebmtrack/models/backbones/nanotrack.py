@@ -143,8 +143,8 @@ class OnnxGraph(nn.Module):
 
 class NanoTrackBackbone(Backbone):
     """NanoTrack v2's backbone as a :class:`Backbone`: one layer, ``"features"`` (stride 16,
-    48 channels). It has no ImageNet head (``classify`` refuses) and only one feature level, so
-    it serves the online classifier; a two-level IoU-Net cannot read it.
+    48 channels). It has no ImageNet head (``classify`` refuses) and only one feature level,
+    which an IoU-Net reads as both its levels (``default_layers``).
 
     Args:
         path: the ``nanotrack_backbone_sim.onnx`` file (see ``../shared/peers/PROVENANCE.md`` or
