@@ -96,3 +96,49 @@ def test_procedural_textures_vary_and_have_the_requested_size():
 def test_bad_config_names_the_parameter(changes, word):
     with pytest.raises(ValueError, match=word):
         SyntheticConfig(**changes)
+
+
+class _OneObject:
+    """A one-frame 'data set': a red 20x12 object on grey surroundings in a 60x50 image."""
+
+    def __len__(self):
+        return 1
+
+    def __getitem__(self, index):
+        from ebmtrack.data.datasets.sequence import Sequence
+
+        class _Still(Sequence):
+            def frame(self, index, keep_gray=False):
+                image = np.full((50, 60, 3), 90, np.uint8)
+                image[20:32, 25:45] = (255, 0, 0)
+                return image
+
+        return _Still("red", ("red.png",), np.array([[25.0, 20.0, 20.0, 12.0]]))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_real_image_target_has_its_box_around_the_object_not_the_patch(seed):
+    from ebmtrack.data.synthetic import ObjectPatches
+
+    config = SyntheticConfig(
+        num_frames=20, frame_size=(120, 160), num_distractors=(0, 0), num_occluders=(0, 0)
+    )
+    black = lambda rng, h, w: np.zeros((h, w, 3), np.uint8)  # noqa: E731
+    sequence = SyntheticSequence("obj", config, seed, black, ObjectPatches([_OneObject()]))
+    for t in (0, 10, 19):
+        if not sequence.visible_fraction[t] == 1.0:
+            continue
+        frame = sequence.frame(t).astype(int)
+        red = (frame[..., 0] > 160) & (frame[..., 1] < 60) & (frame[..., 2] < 60)
+        rows, cols = np.nonzero(red)
+        x, y, w, h = sequence.ground_truth[t]
+        # The object's own pixels fill the box (rotation <= 5 degrees, interpolation: 2 px).
+        assert abs(cols.min() - x) <= 2 and abs(cols.max() + 1 - (x + w)) <= 2
+        assert abs(rows.min() - y) <= 2 and abs(rows.max() + 1 - (y + h)) <= 2
+        # The pasted patch (grey surroundings, fading out) reaches well beyond the box.
+        rows, cols = np.nonzero(frame.sum(axis=2) > 30)
+        assert cols.min() < x - 2 and cols.max() + 1 > x + w + 2
+        assert rows.min() < y - 1 and rows.max() + 1 > y + h + 1
+        # ... and has no hard edge: its opacity rises over several pixels.
+        grey = frame[int(y + h / 2), : int(x), 1]
+        assert len(np.unique(grey[grey > 0])) >= 3

@@ -67,19 +67,31 @@ PairProcessing = Callable[[FramePair, np.random.Generator], Any]
 """``processing(pair, rng)``: turns a pair into a training sample, drawing randomness from rng."""
 
 
-def choose_frames(usable: np.ndarray, max_gap: int, rng: np.random.Generator) -> tuple[int, int]:
+def _positions(candidates: np.ndarray, frame_numbers: np.ndarray | None) -> np.ndarray:
+    """Where the candidate frames lie in their video: their numbers there, else their indices."""
+    return candidates if frame_numbers is None else np.asarray(frame_numbers)[candidates]
+
+
+def choose_frames(
+    usable: np.ndarray,
+    max_gap: int,
+    rng: np.random.Generator,
+    frame_numbers: np.ndarray | None = None,
+) -> tuple[int, int]:
     """Indices (reference, test) of two usable frames at most ``max_gap`` apart.
 
     The reference is uniform over the usable frames, the test frame uniform over the usable frames
-    within ``max_gap`` of it (the reference included, so one usable frame gives a pair).
-    Raises ValueError when no frame is usable.
+    within ``max_gap`` of it (the reference included, so one usable frame gives a pair). Distances
+    are in ``frame_numbers`` (the source video's numbering of a subsampled sequence) when given,
+    else in indices. Raises ValueError when no frame is usable.
     """
     candidates = np.flatnonzero(usable)
     if len(candidates) == 0:
         raise ValueError("the sequence has no usable frame")
-    ref = int(candidates[rng.integers(len(candidates))])
-    near = candidates[np.abs(candidates - ref) <= max_gap]
-    return ref, int(near[rng.integers(len(near))])
+    positions = _positions(candidates, frame_numbers)
+    pick = int(rng.integers(len(candidates)))
+    near = candidates[np.abs(positions - positions[pick]) <= max_gap]
+    return int(candidates[pick]), int(near[rng.integers(len(near))])
 
 
 class TrackingPairs(Dataset):
@@ -165,7 +177,8 @@ class TrackingPairs(Dataset):
     def draw_pair(self, rng: np.random.Generator) -> tuple[int, FramePair]:
         """(data set index, pair) drawn with ``rng``."""
         which, sequence, usable = self.draw_sequence(rng)
-        ref, test = choose_frames(usable, self.max_gap, rng)
+        numbers = getattr(sequence, "frame_numbers", None)
+        ref, test = choose_frames(usable, self.max_gap, rng, numbers)
         pair = FramePair(
             ref_frame=sequence.frame(ref),
             ref_box=np.array(sequence.ground_truth[ref], dtype=np.float64),
@@ -211,7 +224,12 @@ FrameSetProcessing = Callable[[FrameSet, np.random.Generator], Any]
 
 
 def choose_frame_sets(
-    usable: np.ndarray, num_train: int, num_test: int, max_gap: int, rng: np.random.Generator
+    usable: np.ndarray,
+    num_train: int,
+    num_test: int,
+    max_gap: int,
+    rng: np.random.Generator,
+    frame_numbers: np.ndarray | None = None,
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Indices (train, test) of usable frames sampled causally, as DiMP's sampler does.
 
@@ -225,19 +243,21 @@ def choose_frame_sets(
     sequence with no such base (a still image, or usable frames further apart than ``max_gap``)
     repeats one usable frame everywhere, as the reference does for image data sets.
 
+    Distances are in ``frame_numbers`` when given (see :func:`choose_frames`).
     Raises ValueError when no frame is usable.
     """
     candidates = np.flatnonzero(usable)
     if len(candidates) == 0:
         raise ValueError("the sequence has no usable frame")
-    gaps_after = np.diff(candidates)
-    bases = candidates[:-1][gaps_after <= max_gap]  # the next usable frame is close enough
-    if len(bases) == 0:
+    positions = _positions(candidates, frame_numbers)
+    has_next = np.flatnonzero(np.diff(positions) <= max_gap)  # the next usable frame is close
+    if len(has_next) == 0:
         only = int(candidates[rng.integers(len(candidates))])
         return (only,) * num_train, (only,) * num_test
-    base = int(bases[rng.integers(len(bases))])
-    before = candidates[(candidates >= base - max_gap) & (candidates <= base)]
-    after = candidates[(candidates > base) & (candidates <= base + max_gap)]
+    pick = int(has_next[rng.integers(len(has_next))])
+    base, at = int(candidates[pick]), positions[pick]
+    before = candidates[(positions >= at - max_gap) & (positions <= at)]
+    after = candidates[(positions > at) & (positions <= at + max_gap)]
     train = (base, *(int(i) for i in before[rng.integers(len(before), size=num_train - 1)]))
     test = tuple(int(i) for i in after[rng.integers(len(after), size=num_test)])
     return train, test
@@ -289,7 +309,12 @@ class TrackingFrameSets(TrackingPairs):
         """(data set index, frame set) drawn with ``rng``."""
         which, sequence, usable = self.draw_sequence(rng)
         train, test = choose_frame_sets(
-            usable, self.num_train_frames, self.num_test_frames, self.max_gap, rng
+            usable,
+            self.num_train_frames,
+            self.num_test_frames,
+            self.max_gap,
+            rng,
+            getattr(sequence, "frame_numbers", None),
         )
 
         def boxes(indices: tuple[int, ...]) -> np.ndarray:
@@ -316,16 +341,34 @@ class TrackingFrameSets(TrackingPairs):
 
 
 # ------------------------------------------------------------------------------ data sets on disk
-TRAINING_SPLITS = {"lasot": "train", "got10k": "train", "trackingnet": "train", "coco": "train2017"}
-"""The data sets :func:`load_training_sets` opens, and the split it reads by default."""
+TRAINING_SPLITS = {
+    "lasot": "train",
+    "got10k": "train",
+    "trackingnet": "train",
+    "coco": "train2017",
+    "folder": "",
+    "yolo": "",
+    "boxlist": "",
+}
+"""The data sets :func:`load_training_sets` opens, and the split it reads by default: the
+benchmarks, a folder of OTB-layout sequences (``frames.txt`` read where present), YOLO-labelled
+images (split: a sub-folder of ``images/``, empty for all) and a box list file."""
 
 
 def _load_one(name: str, root: Path, split: str) -> SequenceCollection:
     from ebmtrack.data.coco import CocoSequences
     from ebmtrack.data.datasets.benchmarks import load_got10k, load_lasot, load_trackingnet
+    from ebmtrack.data.datasets.folder import load_folder
+    from ebmtrack.data.datasets.stills import BoxListSequences, YoloSequences
 
     if name == "coco":
         return CocoSequences(root, split)
+    if name == "folder":
+        return load_folder(root)
+    if name == "yolo":
+        return YoloSequences(root, split or None)
+    if name == "boxlist":
+        return BoxListSequences(root)
     if name == "lasot":
         return load_lasot(root, split)
     if name == "got10k":

@@ -51,6 +51,7 @@ class SyntheticConfig:
         num_occluders: inclusive range of objects that cross in front of the target.
         camera_speed: typical background pan, pixels per frame.
         min_visible_fraction: smallest visible share of the target's area for a visible frame.
+        object_rotation: largest angle (degrees) of a target cut from a real image.
     """
 
     num_frames: int = 100
@@ -64,6 +65,7 @@ class SyntheticConfig:
     num_occluders: tuple[int, int] = (0, 2)
     camera_speed: float = 1.0
     min_visible_fraction: float = 0.3
+    object_rotation: float = 5.0
 
     def __post_init__(self) -> None:
         if self.num_frames < 1:
@@ -81,7 +83,7 @@ class SyntheticConfig:
             low, high = getattr(self, name)
             if not 0 <= low <= high:
                 raise ValueError(f"{name} must be a range 0 <= low <= high, got {low, high}")
-        rates = ("speed", "scale_rate", "rotation_rate", "camera_speed")
+        rates = ("speed", "scale_rate", "rotation_rate", "camera_speed", "object_rotation")
         for name in rates:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -174,6 +176,85 @@ class ImageTextures:
         return cv2.resize(window, (width, height), interpolation=cv2.INTER_AREA)
 
 
+ObjectSource = Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray, np.ndarray]]
+"""``source(rng)`` returns ``(patch, alpha, box)``: a uint8 RGB patch (h, w, 3) holding one
+object and its surroundings, its float32 opacity (h, w) and the object's box (x, y, w, h) in patch
+pixels, strictly inside the patch."""
+
+
+class ObjectPatches:
+    """Targets cut from real images: one annotated object with its own surroundings.
+
+    The patch is the object's box widened on every side by a random share ``context`` of the box's
+    side (mirrored image content where that runs past the image border), and its opacity falls
+    smoothly to 0 over the outer half of that margin. So the box lies inside the patch and no
+    pasted edge coincides with it: a head cannot find the box by finding the paste.
+
+    Args:
+        collections: data sets of one-frame sequences (``len()``, ``[k]`` with ``frame(0)`` and
+            ``ground_truth[0]``), e.g. :class:`~ebmtrack.data.datasets.stills.BoxListSequences`.
+            An object is drawn uniformly over all of them.
+        context: range of the margin, a share of the box's width (height) on each side.
+        min_side: objects smaller than this (pixels, either side) are redrawn.
+    """
+
+    def __init__(
+        self,
+        collections: Sequence,
+        context: tuple[float, float] = (0.2, 0.5),
+        min_side: float = 12.0,
+    ):
+        self.collections = [c for c in collections if len(c) > 0]
+        if not self.collections:
+            raise ValueError("collections must hold at least one object")
+        if not 0 < context[0] <= context[1]:
+            raise ValueError(f"context must be a range 0 < low <= high, got {context}")
+        self.sizes = np.cumsum([len(c) for c in self.collections])
+        self.context = context
+        self.min_side = min_side
+
+    def __len__(self) -> int:
+        return int(self.sizes[-1])
+
+    def object(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """(image, box) of object ``index`` over all collections."""
+        which = int(np.searchsorted(self.sizes, index, side="right"))
+        start = 0 if which == 0 else int(self.sizes[which - 1])
+        sequence = self.collections[which][index - start]
+        return sequence.frame(0), np.asarray(sequence.ground_truth[0], dtype=np.float64)
+
+    def __call__(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        for _ in range(100):
+            image, box = self.object(int(rng.integers(len(self))))
+            if min(box[2], box[3]) >= self.min_side:
+                break
+        margin = rng.uniform(*self.context, size=2) * box[2:]
+        x0, y0 = np.floor(box[:2] - margin).astype(int)
+        x1, y1 = np.ceil(box[:2] + box[2:] + margin).astype(int)
+        rows, cols = image.shape[:2]
+        pad = max(0, -x0, -y0, x1 - cols, y1 - rows)
+        if pad:
+            image = cv2.copyMakeBorder(image, pad, pad, pad, pad, cv2.BORDER_REFLECT_101)
+        patch = np.ascontiguousarray(image[y0 + pad : y1 + pad, x0 + pad : x1 + pad])
+        inner = np.array([box[0] - x0, box[1] - y0, box[2], box[3]])
+        return patch, _feather(patch.shape[:2], inner), inner
+
+
+def _feather(size: tuple[int, int], box: np.ndarray) -> np.ndarray:
+    """Opacity (h, w) float32: 1 over ``box`` and the inner half of the margin around it, falling
+    linearly to 0 at the patch border."""
+    height, width = size
+
+    def ramp(n: int, low: float, high: float) -> np.ndarray:
+        centres = np.arange(n) + 0.5
+        rise = np.clip(centres / max(low / 2, 1e-6), 0, 1)
+        fall = np.clip((n - centres) / max((n - high) / 2, 1e-6), 0, 1)
+        return np.minimum(rise, fall).astype(np.float32)
+
+    x, y, w, h = box
+    return ramp(height, y, y + h)[:, None] * ramp(width, x, x + w)[None, :]
+
+
 # ------------------------------------------------------------------------------------ geometry
 def _unit_outline(rng: np.random.Generator) -> np.ndarray:
     """A random shape outline (P, 2) whose bounding box is exactly [-1, 1]^2."""
@@ -263,7 +344,10 @@ def _coverage(polygon: np.ndarray, origin: tuple[int, int], size: tuple[int, int
 class _Sprite:
     """A textured shape and its trajectory: per-frame centre (N, 2), scale (N,), angle (N,) deg.
 
-    At scale 1 the shape's bounding box, before rotation, is ``size`` (w, h) pixels.
+    At scale 1 the shape's bounding box, before rotation, is ``size`` (w, h) pixels. A sprite cut
+    from a real image (:class:`ObjectPatches`) carries its opacity ``alpha`` (texture pixels) and
+    ``box_outline``, the object's box within the texture in the outline's [-1, 1] coordinates; the
+    target's box follows that outline instead of the shape's.
     """
 
     texture: np.ndarray
@@ -272,16 +356,28 @@ class _Sprite:
     centers: np.ndarray
     scales: np.ndarray
     angles: np.ndarray
+    alpha: np.ndarray | None = None
+    box_outline: np.ndarray | None = None
+
+    def _place(self, outline: np.ndarray) -> np.ndarray:
+        """``outline`` (P, 2) in frame coordinates in every frame (N, P, 2)."""
+        angle = np.radians(self.angles)[:, None]
+        half = 0.5 * np.asarray(self.size) * self.scales[:, None]  # (N, 2)
+        local = outline[None] * half[:, None, :]  # (N, P, 2)
+        x = local[..., 0] * np.cos(angle) - local[..., 1] * np.sin(angle)
+        y = local[..., 0] * np.sin(angle) + local[..., 1] * np.cos(angle)
+        return np.stack([x, y], axis=-1) + self.centers[:, None, :]
 
     @cached_property
     def polygons(self) -> np.ndarray:
         """The outline in frame coordinates in every frame (N, P, 2)."""
-        angle = np.radians(self.angles)[:, None]
-        half = 0.5 * np.asarray(self.size) * self.scales[:, None]  # (N, 2)
-        local = self.outline[None] * half[:, None, :]  # (N, P, 2)
-        x = local[..., 0] * np.cos(angle) - local[..., 1] * np.sin(angle)
-        y = local[..., 0] * np.sin(angle) + local[..., 1] * np.cos(angle)
-        return np.stack([x, y], axis=-1) + self.centers[:, None, :]
+        return self._place(self.outline)
+
+    @cached_property
+    def box_polygons(self) -> np.ndarray:
+        """What the target's box is the box of, in every frame (N, P, 2): the object's box for a
+        real-image sprite, else the outline."""
+        return self.polygons if self.box_outline is None else self._place(self.box_outline)
 
     def polygon(self, index: int) -> np.ndarray:
         """The outline in frame coordinates in frame ``index`` (P, 2)."""
@@ -322,7 +418,17 @@ class _Sprite:
             flags=cv2.INTER_LINEAR,
             borderMode=cv2.BORDER_REPLICATE,
         ).astype(np.float32)
-        alpha = _coverage(self.polygon(index), (x0, y0), (x1 - x0, y1 - y0))[..., None]
+        if self.alpha is None:
+            alpha = _coverage(self.polygon(index), (x0, y0), (x1 - x0, y1 - y0))[..., None]
+        else:
+            alpha = cv2.warpAffine(
+                self.alpha,
+                _to_opencv(to_window),
+                (x1 - x0, y1 - y0),
+                flags=cv2.INTER_LINEAR,
+                borderMode=cv2.BORDER_CONSTANT,
+                borderValue=0,
+            )[..., None]
         region = canvas[y0:y1, x0:x1]
         region += alpha * (patch - region)
 
@@ -336,6 +442,11 @@ class SyntheticSequence:
         config: generation parameters.
         seed: anything :func:`numpy.random.default_rng` accepts (e.g. ``(seed, index)``).
         textures: where textures come from (default :func:`procedural_texture`).
+        objects: where real-image targets come from (:class:`ObjectPatches`); None: the target is
+            a textured shape. A real-image target keeps its own aspect ratio (within
+            ``max_aspect_ratio``, stretched by at most 15 %), turns by at most
+            ``config.object_rotation`` degrees, and its box is the box of the object, not of the
+            patch around it.
     """
 
     dataset = "synthetic"
@@ -346,6 +457,7 @@ class SyntheticSequence:
         config: SyntheticConfig = SyntheticConfig(),
         seed: int | Sequence[int] = 0,
         textures: TextureSource = procedural_texture,
+        objects: ObjectSource | None = None,
     ):
         self.name = name
         self.config = config
@@ -354,7 +466,10 @@ class SyntheticSequence:
         short = min(height, width)
         n = config.num_frames
 
-        self.target = self._make_target(rng, textures)
+        if objects is None:
+            self.target = self._make_target(rng, textures)
+        else:
+            self.target = self._make_object_target(rng, objects)
         self.distractors = [
             self._make_distractor(rng, self.target)
             for _ in range(
@@ -373,7 +488,7 @@ class SyntheticSequence:
             )
         ).astype(int)
 
-        polygons = self.target.polygons
+        polygons = self.target.box_polygons
         inside = np.all((polygons >= 0) & (polygons <= [width, height]), axis=(1, 2))
         # The box of the part inside the frame (the target's centre never leaves the frame).
         seen = [
@@ -392,7 +507,11 @@ class SyntheticSequence:
 
     # -- building -----------------------------------------------------------------------------
     def _trajectory(
-        self, rng: np.random.Generator, size: np.ndarray, rotation_rate: float
+        self,
+        rng: np.random.Generator,
+        size: np.ndarray,
+        rotation_rate: float,
+        max_angle: float = 20.0,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         cfg = self.config
         height, width = cfg.frame_size
@@ -406,8 +525,36 @@ class SyntheticSequence:
         log_range = np.array([-math.log(2.0)]), np.array([min(math.log(2.0), largest)])
         log_scale = _random_walk(rng, cfg.num_frames, np.zeros(1), *log_range, cfg.scale_rate)[:, 0]
         spin = rng.uniform(-rotation_rate, rotation_rate)
-        angles = rng.uniform(-20, 20) + spin * np.arange(cfg.num_frames)
+        angles = rng.uniform(-max_angle, max_angle) + spin * np.arange(cfg.num_frames)
+        if max_angle < 20.0:  # real objects: the angle stays within +-max_angle
+            angles = np.clip(angles, -max_angle, max_angle)
         return centers, np.exp(log_scale), angles
+
+    def _make_object_target(self, rng: np.random.Generator, objects: ObjectSource) -> _Sprite:
+        cfg = self.config
+        patch, alpha, box = objects(rng)
+        side = rng.uniform(*cfg.target_scale) * min(cfg.frame_size)
+        log_limit = math.log(cfg.max_aspect_ratio)
+        aspect = math.exp(
+            np.clip(math.log(box[2] / box[3]) + rng.uniform(-0.15, 0.15), -log_limit, log_limit)
+        )
+        object_size = np.array([side * math.sqrt(aspect), side / math.sqrt(aspect)])
+        patch_size = np.array(patch.shape[1::-1], dtype=np.float64)
+        size = object_size * patch_size / box[2:]  # the whole patch at scale 1
+        angle = cfg.object_rotation
+        centers, scales, angles = self._trajectory(rng, object_size, angle / 10, angle)
+        # In the outline's [-1, 1] coordinates of the patch: the object's box.
+        low = 2 * box[:2] / patch_size - 1
+        high = 2 * (box[:2] + box[2:]) / patch_size - 1
+        box_outline = np.array([[low[0], low[1]], [high[0], low[1]], high, [low[0], high[1]]])
+        # Texture resolution for the largest scale (upsampled once, not per frame).
+        scale = max(1.0, float(np.max(size * scales.max() / patch_size)))
+        if scale > 1.0:
+            shape = tuple(np.ceil(patch_size * scale).astype(int))
+            patch = cv2.resize(patch, shape, interpolation=cv2.INTER_LINEAR)
+            alpha = cv2.resize(alpha, shape, interpolation=cv2.INTER_LINEAR)
+        rectangle = np.array([[-1.0, -1.0], [1.0, -1.0], [1.0, 1.0], [-1.0, 1.0]])
+        return _Sprite(patch, rectangle, tuple(size), centers, scales, angles, alpha, box_outline)
 
     def _make_target(self, rng: np.random.Generator, textures: TextureSource) -> _Sprite:
         cfg = self.config
@@ -432,6 +579,10 @@ class SyntheticSequence:
         centers, scales, angles = self._trajectory(rng, size, self.config.rotation_rate)
         tint = rng.uniform(0.8, 1.2, size=3)
         texture = np.clip(target.texture.astype(np.float32) * tint, 0, 255).astype(np.uint8)
+        if target.alpha is not None:  # a real object: the same patch, its opacity, recoloured
+            return _Sprite(
+                texture, target.outline, tuple(size), centers, scales, angles, target.alpha
+            )
         return _Sprite(texture, _unit_outline(rng), tuple(size), centers, scales, angles)
 
     def _make_occluder(self, rng: np.random.Generator, textures: TextureSource) -> _Sprite:
@@ -514,7 +665,7 @@ class SyntheticSequence:
 class SyntheticSequences:
     """A data set of ``num_sequences`` generated sequences, built on access.
 
-    Sequence ``i`` depends only on ``(seed, i)``, the config and the texture source.
+    Sequence ``i`` depends only on ``(seed, i)``, the config and the texture and object sources.
     """
 
     def __init__(
@@ -523,6 +674,7 @@ class SyntheticSequences:
         config: SyntheticConfig = SyntheticConfig(),
         seed: int = 0,
         textures: TextureSource = procedural_texture,
+        objects: ObjectSource | None = None,
     ):
         if num_sequences < 1:
             raise ValueError(f"num_sequences must be >= 1, got {num_sequences}")
@@ -530,6 +682,7 @@ class SyntheticSequences:
         self.config = config
         self.seed = int(seed)
         self.textures = textures
+        self.objects = objects
 
     def __len__(self) -> int:
         return self.num_sequences
@@ -542,4 +695,5 @@ class SyntheticSequences:
             self.config,
             (self.seed, int(index)),
             self.textures,
+            self.objects,
         )

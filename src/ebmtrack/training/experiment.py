@@ -57,6 +57,8 @@ from .feature_cache import (
     FeatureCacheConfig,
     build_feature_cache,
 )
+from .presets.pack import PACK_HOLDOUT
+from .presets.pack import PARTS as PACK_PARTS
 from .trainer import EpochResult, Trainer
 
 CONFIG_FILE = "config.yaml"
@@ -91,8 +93,13 @@ class DataConfig:
             together with still frames of them and, if ``synthetic_sequences`` > 0, generated
             sequences textured with real images (``weights`` keys: ``sequences``, ``stills``,
             ``synthetic``; :mod:`ebmtrack.training.presets.default_cpu`).
-        holdout: names of ``sequence_folder``'s sequences left out of training; validation pairs
-            come from them.
+        holdout: names of ``sequence_folder``'s (or ``pack``'s) sequences left out of training;
+            validation pairs come from them.
+        pack: a training pack folder to train on instead of ``roots`` (``sequences/``,
+            ``stills/coco128/``, ``stills/tiny-imagenet/``; ``weights`` keys: ``sequences``,
+            ``stills``, ``synthetic``; :mod:`ebmtrack.training.presets.pack`).
+        pack_parts: the parts of ``pack`` used (``sequences`` always).
+        pack_tracks: train on the first this many of the pack's tracks (0: all).
     """
 
     roots: dict[str, str] = field(default_factory=dict)
@@ -104,6 +111,9 @@ class DataConfig:
     max_gap: int = 50
     sequence_folder: str | None = None
     holdout: list[str] = field(default_factory=list)
+    pack: str | None = None
+    pack_parts: list[str] = field(default_factory=lambda: list(PACK_PARTS))
+    pack_tracks: int = 0
 
 
 @dataclass
@@ -240,11 +250,37 @@ def _dimp_cpu() -> ExperimentConfig:
     )
 
 
+PACK = "../shared/data/train"
+"""Where ``pack-cpu`` and ``dimp-pack-cpu`` look for the training pack (``--set data.pack=DIR``)."""
+
+
+def _pack_data(**changes) -> DataConfig:
+    return DataConfig(
+        pack=PACK,
+        holdout=list(PACK_HOLDOUT),
+        synthetic_sequences=2000,
+        weights={"sequences": 1.0, "stills": 0.5, "synthetic": 1.5},
+        **changes,
+    )
+
+
+def _pack_cpu() -> ExperimentConfig:
+    # default-cpu's head, crops and loop, on the training pack: its real tracks, coco128's
+    # objects and generated sequences with objects of all three parts as targets.
+    return dataclasses.replace(_default_cpu(), preset="pack-cpu", data=_pack_data())
+
+
+def _dimp_pack_cpu() -> ExperimentConfig:
+    return dataclasses.replace(_dimp_cpu(), preset="dimp-pack-cpu", data=_pack_data(max_gap=30))
+
+
 PRESETS: dict[str, Callable[[], ExperimentConfig]] = {
     "atom-r18": _atom_r18,
     "synthetic-smoke": _synthetic_smoke,
     "default-cpu": _default_cpu,
     "dimp-cpu": _dimp_cpu,
+    "pack-cpu": _pack_cpu,
+    "dimp-pack-cpu": _dimp_pack_cpu,
 }
 
 
@@ -325,15 +361,29 @@ def build_datasets(
     def length(num: int) -> dict[str, int]:
         return {"num_samples" if config.model == "dimp" else "num_pairs": num}
 
-    if data.sequence_folder is not None:
+    if data.sequence_folder is not None or data.pack is not None:
         from .presets.default_cpu import SOURCES, local_sources
+        from .presets.pack import pack_sources
 
+        if data.sequence_folder is not None and data.pack is not None:
+            raise ValueError("give data.sequence_folder or data.pack, not both")
         unknown = sorted(set(data.weights) - set(SOURCES))
         if unknown:
-            raise ValueError(f"data.weights names {unknown}; valid with sequence_folder: {SOURCES}")
-        sources, held_out = local_sources(
-            data.sequence_folder, data.holdout, data.synthetic_sequences, seed
-        )
+            raise ValueError(f"data.weights names {unknown}; valid with a folder: {SOURCES}")
+        if data.pack is not None:
+            sources, held_out = pack_sources(
+                data.pack,
+                data.pack_parts,
+                data.holdout,
+                data.pack_tracks,
+                data.synthetic_sequences,
+                seed,
+                data.synthetic,
+            )
+        else:
+            sources, held_out = local_sources(
+                data.sequence_folder, data.holdout, data.synthetic_sequences, seed
+            )
         weights = [float(data.weights.get(name, 1.0)) for name in sources]
         train = sample_type(
             list(sources.values()), weights, seed=seed, **length(num_pairs), **common

@@ -2,13 +2,17 @@
 
 A sequence folder holds a ground-truth file (``groundtruth_rect.txt``, ``groundtruth.txt``, or
 ``groundtruth_rect.1.txt``, ``groundtruth_rect.2.txt``, ... for several targets in one video) and
-its frames in ``img/``, ``color/`` or the folder itself.
+its frames in ``img/``, ``color/`` or the folder itself. An optional ``frames.txt`` (CSV with a
+header naming ``img`` and ``orig_frame``, one line per stored frame) says which frame of the source
+video each stored image is, for folders that keep a subsample of a video.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+import numpy as np
 
 from ebmtrack.data.datasets.sequence import (
     Sequence,
@@ -63,6 +67,30 @@ def _targets_of(folder: Path) -> list[tuple[str, Path]]:
     return []
 
 
+def read_frame_numbers(path: Path, frames: list[Path]) -> np.ndarray:
+    """The ``orig_frame`` column of a ``frames.txt`` (N,) int64, checked against ``frames``.
+
+    Raises ValueError naming the file when a column is missing, a value is not an integer, the
+    images listed are not the frames in order, or the numbers do not increase.
+    """
+    lines = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    header = [h.strip() for h in lines[0].split(",")] if lines else []
+    if "img" not in header or "orig_frame" not in header:
+        raise ValueError(f"{path}: expected a header with columns img and orig_frame, got {header}")
+    image_col, frame_col = header.index("img"), header.index("orig_frame")
+    rows = [[v.strip() for v in line.split(",")] for line in lines[1:]]
+    names = [frame.name for frame in frames]
+    if [row[image_col] if len(row) > image_col else None for row in rows] != names[: len(rows)]:
+        raise ValueError(f"{path}: the img column must list the {len(names)} frames in order")
+    try:
+        numbers = np.array([int(row[frame_col]) for row in rows], dtype=np.int64)
+    except (ValueError, IndexError) as err:
+        raise ValueError(f"{path}: orig_frame must be an integer on every line") from err
+    if np.any(np.diff(numbers) <= 0):
+        raise ValueError(f"{path}: orig_frame must increase from line to line")
+    return numbers
+
+
 def _read_attributes(folder: Path) -> tuple[str, ...]:
     path = folder / "attrs.txt"
     if not path.is_file():
@@ -93,13 +121,21 @@ def _read_video(
                 f"{folder}: {len(gt)} boxes in {gt_path.name} but only {len(seq_frames)} frames"
             )
             continue
+        seq_frames = seq_frames[: len(gt)]
+        numbers = None
+        if (folder / "frames.txt").is_file():
+            numbers = read_frame_numbers(folder / "frames.txt", seq_frames)
+            if len(numbers) != len(gt):
+                problems.append(f"{folder}: {len(gt)} boxes but {len(numbers)} lines in frames.txt")
+                continue
         sequences.append(
             Sequence(
                 name=name,
-                frames=tuple(seq_frames[: len(gt)]),
+                frames=tuple(seq_frames),
                 ground_truth=gt,
                 attributes=_read_attributes(folder),
                 dataset=dataset,
+                frame_numbers=numbers,
             )
         )
     return sequences

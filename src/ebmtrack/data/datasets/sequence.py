@@ -28,6 +28,9 @@ class Sequence:
             occlusion or out of view, GOT-10k absence); None when the data set has no flags.
         attributes: challenge attributes of the whole sequence (e.g. OTB codes "IV", "SV").
         dataset: name of the data set / layout the sequence was read from.
+        frame_numbers: (N,) int64 frame number of each stored frame in its source video, when
+            the stored frames are a subsample (the training pack's ``frames.txt``); None when
+            frame ``i`` is the video's ``i``-th frame. Frame gaps are measured in these numbers.
     """
 
     name: str
@@ -36,6 +39,7 @@ class Sequence:
     visible: np.ndarray | None = None
     attributes: tuple[str, ...] = ()
     dataset: str = ""
+    frame_numbers: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         gt = np.asarray(self.ground_truth, dtype=np.float64)
@@ -54,6 +58,14 @@ class Sequence:
                     f"got {len(visible)}"
                 )
             object.__setattr__(self, "visible", visible)
+        if self.frame_numbers is not None:
+            numbers = np.asarray(self.frame_numbers, dtype=np.int64).reshape(-1)
+            if len(numbers) != len(self.frames) or np.any(np.diff(numbers) <= 0):
+                raise ValueError(
+                    f"sequence {self.name}: frame_numbers must be {len(self.frames)} increasing "
+                    f"integers, got {numbers.tolist()[:10]}"
+                )
+            object.__setattr__(self, "frame_numbers", numbers)
 
     def __len__(self) -> int:
         return len(self.frames)

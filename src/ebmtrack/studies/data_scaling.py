@@ -1,0 +1,322 @@
+"""How tracking accuracy grows with the number of distinct training objects (data scaling).
+
+ATOM's IoU-Net (the ``pack-cpu`` recipe: frozen ImageNet MobileNetV2, half-width head, cached
+features, 4 epochs of 2048 pairs) is trained on four nested slices of the training pack, with
+each box loss, then the ``atom`` tracker runs with each head:
+
+- ``a``: 8 of the pack's tracks (as many objects as the heads trained before the pack existed);
+- ``b``: all of its training tracks;
+- ``c``: + coco128's objects (as stills and as targets of generated sequences);
+- ``d``: + Tiny ImageNet's objects as targets of generated sequences (the ``pack-cpu`` preset).
+
+Every slice keeps the pack's held-out tracks out of training. The tracker setting the heads need
+(how far a frame moves the size, ``size_update_rate``) is chosen on those held-out tracks
+(:data:`VALIDATION_RATES`), never on the test sequences; the test sequences are then tracked with
+``--runs`` seeds each. Run::
+
+    python -m ebmtrack.studies.data_scaling --out runs/data-scaling
+
+Everything is resumable: finished trainings are not rerun (``OUT/LEVEL/LOSS/``, one feature cache
+per slice in ``OUT/features-LEVEL``) and finished tracking runs are skipped
+(``OUT/LEVEL/LOSS/val-RATE``, ``OUT/LEVEL/LOSS/test``). Parts can run in parallel processes
+(``--levels``, ``--losses``). Writes ``OUT/scaling.md``, ``OUT/scaling.json``,
+``OUT/scaling.png`` and ``OUT/generated.png`` (frames of generated sequences with their boxes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ebmtrack.data.datasets.folder import load_folder
+from ebmtrack.data.datasets.sequence import Sequence, select
+from ebmtrack.evaluation.report import evaluate_results
+from ebmtrack.evaluation.results import read_result
+from ebmtrack.evaluation.runner import TrackerSpec, run_evaluation
+from ebmtrack.evaluation.scoring import protocol_for, score_run
+from ebmtrack.tracking.registry import get_factory
+from ebmtrack.training.box_regression import BoxLossConfig
+from ebmtrack.training.experiment import MODEL_FILE, ExperimentConfig, preset_config, run_experiment
+
+PRESET = "pack-cpu"
+LOSSES = ("mse", "nce+")
+
+
+@dataclass(frozen=True)
+class Level:
+    """One slice of the training pack: ``data`` changes of the preset's :class:`DataConfig`."""
+
+    label: str
+    data: dict
+
+
+LEVELS = {
+    "a": Level("8 tracks", {"pack_parts": ["sequences"], "pack_tracks": 8}),
+    "b": Level("all training tracks", {"pack_parts": ["sequences"]}),
+    "c": Level("+ coco128", {"pack_parts": ["sequences", "coco128"]}),
+    "d": Level("+ Tiny ImageNet", {"pack_parts": ["sequences", "coco128", "tiny-imagenet"]}),
+}
+RESULT_FILE = "result.json"
+VALIDATION_RATES = (0.2, 0.5, 1.0)
+"""``size_update_rate`` values tried on the held-out tracks of the pack (1.0 is ATOM's)."""
+
+
+def level_config(level: str, loss: str, out: Path, pack: str | None = None) -> ExperimentConfig:
+    """The ``pack-cpu`` config of one slice and loss, with the slice's shared feature cache."""
+    config = preset_config(PRESET)
+    data = replace(config.data, **LEVELS[level].data)
+    if pack is not None:
+        data = replace(data, pack=pack)
+    cache = replace(config.feature_cache, folder=str(out / f"features-{level}"))
+    return replace(config, data=data, feature_cache=cache, loss=BoxLossConfig(name=loss))
+
+
+def distinct_objects(config: ExperimentConfig) -> int:
+    """How many distinct annotated objects the slice trains on (tracks + still objects)."""
+    from ebmtrack.training.presets.pack import pack_sources
+
+    sources, _ = pack_sources(
+        config.data.pack, config.data.pack_parts, config.data.holdout, config.data.pack_tracks, 1, 0
+    )
+    objects = sources["synthetic"].objects
+    tracks = len(sources["sequences"])
+    # ObjectPatches holds the tracks' still frames first: count each track once, not per frame.
+    stills = sum(len(c) for c in objects.collections[1:])
+    return tracks + stills
+
+
+def track(
+    out: Path, name: str, sequences: list[Sequence], options: dict, runs: int, workers: int
+) -> list[dict[str, float]]:
+    """Run ``atom`` with ``options`` ``runs`` times over ``sequences`` (resumably); per-run AUC
+    of every sequence: ``[{sequence: auc}, ...]``."""
+    spec = TrackerSpec(name, get_factory("atom"), options)
+    run_evaluation([spec], sequences, out, runs=runs, workers=workers, progress=False)
+    protocol = protocol_for("otb")
+    per_run = []
+    for run in range(runs):
+        scores = {}
+        for sequence in sequences:
+            boxes, times = read_result(out, name, run, sequence.name)
+            scores[sequence.name] = (
+                100 * score_run(boxes, sequence, protocol, times).summary()["auc"]
+            )
+        per_run.append(scores)
+    evaluate_results(out, [name], sequences, runs, protocol)  # fails loudly on a broken file
+    return per_run
+
+
+def mean_auc(per_run: list[dict[str, float]]) -> float:
+    """Mean over runs of the mean over sequences."""
+    return float(np.mean([np.mean(list(scores.values())) for scores in per_run]))
+
+
+def run_level(
+    level: str,
+    loss: str,
+    out: Path,
+    test: list[Sequence],
+    runs: int,
+    workers: int,
+    train: bool = True,
+    pack: str | None = None,
+) -> dict | None:
+    """Train (or resume) one head, choose its size rate on the held-out tracks, track the test
+    sequences; None while the head is not trained."""
+    config = level_config(level, loss, out, pack)
+    run_dir = out / level / loss
+    if train:
+        run_experiment(config, run_dir, resume=True)
+    weights = run_dir / MODEL_FILE
+    if not weights.is_file():
+        return None
+    held_out = held_out_tracks(config)
+    base = {"weights": str(weights), "backbone": config.backbone}
+    validation = {
+        rate: mean_auc(
+            track(
+                run_dir / f"val-{rate}",
+                "atom",
+                held_out,
+                base | {"size_update_rate": rate},
+                1,
+                workers,
+            )
+        )
+        for rate in VALIDATION_RATES
+    }
+    rate = max(validation, key=validation.get)
+    per_run = track(
+        run_dir / "test", "atom", test, base | {"size_update_rate": rate}, runs, workers
+    )
+    row = {
+        "level": level,
+        "loss": loss,
+        "objects": distinct_objects(config),
+        "validation": validation,
+        "size_update_rate": rate,
+        "per_run": per_run,
+        "auc": mean_auc(per_run),
+    }
+    (run_dir / RESULT_FILE).write_text(json.dumps(row, indent=1) + "\n")
+    return row
+
+
+def finished_rows(out: Path) -> list[dict]:
+    """The rows of every head of the study folder that has been trained and tracked so far (by
+    this process or another), in slice and loss order."""
+    rows = [json.loads(p.read_text()) for p in out.glob(f"*/*/{RESULT_FILE}")]
+    return sorted(rows, key=lambda r: (r["level"], r["loss"]))
+
+
+def held_out_tracks(config: ExperimentConfig) -> list[Sequence]:
+    """The training pack's held-out tracks: where tracker settings are chosen."""
+    return select(load_folder(Path(config.data.pack) / "sequences"), config.data.holdout)
+
+
+def baseline(
+    out: Path, test: list[Sequence], runs: int, workers: int, pack: str | None = None
+) -> dict:
+    """The default tracker without a head (classifier + scale search) on the held-out tracks and
+    on the test sequences."""
+    held_out = held_out_tracks(level_config("d", "mse", out, pack))
+    validation = mean_auc(track(out / "no-head" / "val", "atom", held_out, {}, 1, workers))
+    per_run = track(out / "no-head" / "test", "atom", test, {}, runs, workers)
+    return {
+        "level": "-",
+        "loss": "none",
+        "objects": 0,
+        "validation": validation,
+        "per_run": per_run,
+        "auc": mean_auc(per_run),
+    }
+
+
+def write_report(out: Path, rows: list[dict], reference: dict) -> None:
+    """``scaling.md`` (table with per-seed spread and paired differences), ``scaling.json`` and
+    ``scaling.png`` (AUC against distinct objects, one line per loss)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(reference["per_run"][0])
+
+    def per_sequence(row: dict) -> np.ndarray:  # (runs, sequences)
+        return np.array([[scores[n] for n in names] for scores in row["per_run"]])
+
+    ref = per_sequence(reference).mean(axis=0)
+    lines = [
+        "| slice | loss | distinct objects | size rate (val AUC) | test AUC, mean of runs | "
+        "per run | vs no head: paired mean diff | sequences better |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| - | none (classifier + scale search) | 0 | - ({reference['validation']:.1f}) | "
+        f"{reference['auc']:.1f} | "
+        + " / ".join(f"{np.mean(list(s.values())):.1f}" for s in reference["per_run"])
+        + " | - | - |",
+    ]
+    for row in rows:
+        scores = per_sequence(row)
+        diff = scores.mean(axis=0) - ref
+        val = ", ".join(f"{r}: {v:.1f}" for r, v in row["validation"].items())
+        lines.append(
+            f"| {row['level']} ({LEVELS[row['level']].label}) | {row['loss']} | {row['objects']} | "
+            f"{row['size_update_rate']} ({val}) | {row['auc']:.1f} | "
+            + " / ".join(f"{v:.1f}" for v in scores.mean(axis=1))
+            + f" | {diff.mean():+.1f} | {int((diff > 0).sum())} of {len(names)} |"
+        )
+    (out / "scaling.md").write_text("\n".join(lines) + "\n")
+    (out / "scaling.json").write_text(
+        json.dumps({"no_head": reference, "heads": rows}, indent=1, default=float) + "\n"
+    )
+    figure, axis = plt.subplots(figsize=(5.5, 3.6))
+    for loss in sorted({row["loss"] for row in rows}):
+        chosen = sorted((r for r in rows if r["loss"] == loss), key=lambda r: r["objects"])
+        x = [r["objects"] for r in chosen]
+        runs = [per_sequence(r).mean(axis=1) for r in chosen]
+        axis.errorbar(
+            x,
+            [r.mean() for r in runs],
+            yerr=[r.std() for r in runs],
+            marker="o",
+            capsize=3,
+            label=f"atom + {loss} head",
+        )
+    axis.axhline(reference["auc"], color="grey", linestyle="--", label="atom, no head")
+    axis.set_xscale("log")
+    axis.set_xlabel("distinct training objects")
+    axis.set_ylabel("mean AUC on the 13 test sequences")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(out / "scaling.png", dpi=120)
+    plt.close(figure)
+
+
+def generated_grid(config: ExperimentConfig, path: Path, rows: int = 4, cols: int = 6) -> Path:
+    """A grid of frames of the slice's generated sequences with their boxes (green): two frames
+    (first and middle) of each of ``rows * cols / 2`` sequences."""
+    import cv2
+
+    from ebmtrack.training.presets.pack import pack_sources
+
+    data = config.data
+    sources, _ = pack_sources(
+        data.pack, data.pack_parts, data.holdout, data.pack_tracks, rows * cols, 0, data.synthetic
+    )
+    tiles = []
+    for sequence in sources["synthetic"]:
+        for index in (0, len(sequence) // 2):
+            frame = np.ascontiguousarray(sequence.frame(index))
+            x, y, w, h = np.rint(sequence.ground_truth[index]).astype(int)
+            cv2.rectangle(frame, (x, y), (x + w, y + h), (0, 255, 0), 1)
+            tiles.append(frame)
+    tiles = tiles[: rows * cols]
+    grid = np.concatenate(
+        [np.concatenate(tiles[r * cols : (r + 1) * cols], axis=1) for r in range(rows)], axis=0
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR))
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="study folder")
+    parser.add_argument("--levels", default=",".join(LEVELS), help="comma-separated slices")
+    parser.add_argument("--losses", default=",".join(LOSSES), help="comma-separated box losses")
+    parser.add_argument("--pack", help="training pack folder (default: the preset's)")
+    parser.add_argument(
+        "--test", default="../shared/data/sequences", help="folder of the test sequences"
+    )
+    parser.add_argument("--runs", type=int, default=3, help="tracking runs (seeds) per sequence")
+    parser.add_argument("--workers", type=int, default=1, help="tracking worker processes")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for training")
+    parser.add_argument("--no-train", action="store_true", help="evaluate finished heads only")
+    args = parser.parse_args(argv)
+    levels = [v.strip() for v in args.levels.split(",") if v.strip()]
+    losses = [v.strip() for v in args.losses.split(",") if v.strip()]
+    unknown = sorted(set(levels) - set(LEVELS))
+    if unknown:
+        parser.error(f"--levels: unknown {unknown}; valid: {', '.join(LEVELS)}")
+    torch.set_num_threads(args.threads)
+    args.out.mkdir(parents=True, exist_ok=True)
+    test = load_folder(args.test)
+    generated_grid(level_config("d", "mse", args.out, args.pack), args.out / "generated.png")
+    for level in levels:
+        for loss in losses:
+            run_level(
+                level, loss, args.out, test, args.runs, args.workers, not args.no_train, args.pack
+            )
+    reference = baseline(args.out, test, args.runs, args.workers, args.pack)
+    write_report(args.out, finished_rows(args.out), reference)
+    print((args.out / "scaling.md").read_text(), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,47 @@
+import json
+
+import numpy as np
+import pytest
+
+from ebmtrack.studies.data_scaling import LEVELS, finished_rows, level_config, write_report
+
+
+def test_slices_are_nested_and_each_keeps_the_held_out_tracks_out(tmp_path):
+    configs = {name: level_config(name, "mse", tmp_path) for name in LEVELS}
+    parts = [set(c.data.pack_parts) for c in configs.values()]
+    assert all(a <= b for a, b in zip(parts, parts[1:]))
+    assert configs["a"].data.pack_tracks == 8 and configs["d"].data.pack_tracks == 0
+    assert all(c.data.holdout == configs["a"].data.holdout for c in configs.values())
+    assert len({c.feature_cache.folder for c in configs.values()}) == len(LEVELS)
+    assert level_config("d", "nce+", tmp_path).loss.name == "nce+"
+
+
+def _row(level, loss, aucs):
+    return {
+        "level": level,
+        "loss": loss,
+        "objects": {"a": 8, "d": 20000}[level],
+        "validation": {0.2: 50.0, 1.0: 40.0},
+        "size_update_rate": 0.2,
+        "per_run": [{"s1": a, "s2": b} for a, b in aucs],
+        "auc": float(np.mean(aucs)),
+    }
+
+
+def test_report_gathers_every_finished_head_and_pairs_differences_by_sequence(tmp_path):
+    for row in (_row("d", "mse", [(70, 50), (72, 52)]), _row("a", "nce+", [(60, 40), (60, 40)])):
+        folder = tmp_path / row["level"] / row["loss"]
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps(row))
+    rows = finished_rows(tmp_path)
+    assert [(r["level"], r["loss"]) for r in rows] == [("a", "nce+"), ("d", "mse")]
+    reference = {"per_run": [{"s1": 65.0, "s2": 55.0}], "auc": 60.0, "validation": 50.0}
+    write_report(tmp_path, rows, reference)
+    table = (tmp_path / "scaling.md").read_text()
+    # d/mse: per sequence 71 and 51 against 65 and 55: +6 and -4, mean +1.0, 1 of 2 better.
+    assert "| +1.0 | 1 of 2 |" in table
+    # a/nce+: 60 and 40 against 65 and 55: -5 and -15, mean -10.0, none better.
+    assert "| -10.0 | 0 of 2 |" in table
+    assert (tmp_path / "scaling.png").stat().st_size > 0
+    with pytest.raises(KeyError):
+        level_config("e", "mse", tmp_path)
