@@ -20,7 +20,7 @@ Everything is resumable: finished trainings are not rerun (``OUT/LEVEL/LOSS/``, 
 per slice in ``OUT/features-LEVEL``) and finished tracking runs are skipped
 (``OUT/LEVEL/LOSS/val-RATE``, ``OUT/LEVEL/LOSS/test``). Parts can run in parallel processes
 (``--levels``, ``--losses``). Writes ``OUT/scaling.md``, ``OUT/scaling.json``,
-``OUT/scaling.png`` and ``OUT/generated.png`` (frames of generated sequences with their boxes).
+``OUT/scaling.png`` and ``OUT/generated.jpg`` (frames of generated sequences with their boxes).
 """
 
 from __future__ import annotations
@@ -280,7 +280,7 @@ def generated_grid(config: ExperimentConfig, path: Path, rows: int = 4, cols: in
         [np.concatenate(tiles[r * cols : (r + 1) * cols], axis=1) for r in range(rows)], axis=0
     )
     path.parent.mkdir(parents=True, exist_ok=True)
-    cv2.imwrite(str(path), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR))
+    cv2.imwrite(str(path), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 85])
     return path
 
 
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
     test = load_folder(args.test)
-    generated_grid(level_config("d", "mse", args.out, args.pack), args.out / "generated.png")
+    generated_grid(level_config("d", "mse", args.out, args.pack), args.out / "generated.jpg")
     for level in levels:
         for loss in losses:
             run_level(
