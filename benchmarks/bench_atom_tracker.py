@@ -36,8 +36,8 @@ import numpy as np
 import torch
 
 from ebmtrack.data.io import list_images, read_image
+from ebmtrack.models.atom_classifier import update_filter
 from ebmtrack.models.backbones import create_backbone
-from ebmtrack.models.classifier import update_filter
 from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
 from ebmtrack.tracking.atom import AtomParams, AtomTracker
 from ebmtrack.tracking.atom.factory import CLASSIFIER_ONLY_DEFAULTS

@@ -39,7 +39,7 @@ from torch import Tensor
 
 from ebmtrack.data.sampler import FramePair, FrameSet
 from ebmtrack.ebm.noise import GaussianMixtureNoise
-from ebmtrack.ops.boxes import cxcywh_to_xywh, iou_xywh, perturb_boxes, xywh_to_cxcywh
+from ebmtrack.ops.boxes import box_convert, iou_xywh, perturb_boxes
 from ebmtrack.ops.crop import box_to_crop, crop_square
 
 PROPOSAL_MODES = ("iou", "gmm")
@@ -69,11 +69,11 @@ def gmm_box_samples(
     Returns (num, 4) xywh boxes and the (num, 4) offsets they were made from.
     """
     offsets = noise.sample((num,), generator=generator).to(box.dtype)
-    center_size = xywh_to_cxcywh(box)
+    center_size = box_convert(box, "xywh", "cxcywh")
     size = center_size[2:]
     centers = center_size[:2] + offsets[:, :2] * size
     sizes = size * offsets[:, 2:].exp()
-    return cxcywh_to_xywh(torch.cat([centers, sizes], dim=-1)), offsets
+    return box_convert(torch.cat([centers, sizes], dim=-1), "cxcywh", "xywh"), offsets
 
 
 def _noise_table(sigmas: tuple[tuple[float, float], ...]) -> list[list[float]]:

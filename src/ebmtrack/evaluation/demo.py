@@ -26,7 +26,7 @@ from ebmtrack.data.datasets import Sequence, load_folder, read_boxes
 from ebmtrack.evaluation.plots import plot_success
 from ebmtrack.evaluation.render import GifBudget, GifWriter, Mp4Writer, draw_track
 from ebmtrack.evaluation.scoring import OTB_PROTOCOL, score_run
-from ebmtrack.models.runtime import torch_threads
+from ebmtrack.runtime import torch_threads
 from ebmtrack.tracking.base import Tracker, validate_box
 
 DEMO_CLIP = "Couple"

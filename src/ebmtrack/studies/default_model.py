@@ -12,7 +12,7 @@ compared on the held-out sequences of the preset's fold in three ways:
   exp(N(0, ``scale_sigma``))), the search region is cut around the perturbed box as the tracker
   cuts it around its previous estimate, and the tracker's own box estimation runs: random
   proposals around it, gradient ascent on the head's output, mean of the best three
-  (:mod:`ebmtrack.tracking.atom.refine`, parameters of :class:`AtomParams`), once with ATOM's
+  (:mod:`ebmtrack.tracking.box_refine`, parameters of :class:`AtomParams`), once with ATOM's
   step length and once with DiMP's (:data:`ASCENT_SETTINGS`). Reported: mean IoU with the ground
   truth before and after, and the share of boxes that got better.
 

@@ -1,11 +1,7 @@
-"""Box estimation by IoU maximisation (paper 3.3 "Target estimation").
-
-Starting from the classifier's position and the previous size, a few jittered boxes climb the
-predicted IoU by gradient ascent; the best three are averaged. Boxes are (x, y, w, h) in crop
-pixels throughout. One difference from the reference: a step that lowers a box's predicted IoU is
-rejected (the box keeps its previous value and halves its step), so refinement never makes a box
-worse by the network's own measure; the reference takes fixed steps and ranks the boxes by the
-IoU predicted before the last one (docs/atom.md).
+"""What box refinement needs in both trackers: random proposals around the classifier's box, the
+box head's checks and BatchNorm folding, the feature window it reads, the final selection and the
+damped size update. Boxes are (x, y, w, h) in crop pixels throughout. The ascents themselves are
+each tracker's own (:mod:`ebmtrack.tracking.atom.refine`, :mod:`ebmtrack.tracking.dimp.refine`).
 """
 
 from __future__ import annotations
@@ -19,11 +15,9 @@ from torch import Tensor, nn
 
 from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.iou_net import AtomIoUNet
-from ebmtrack.tracking.atom.iou_gradient import IoUGradient
 
 __all__ = [
     "blend_size",
-    "ascend_iou",
     "check_iou_net",
     "feature_window",
     "fold_iou_net",
@@ -154,66 +148,6 @@ def window_test_features(
         )
     offset = torch.tensor([c0 * coarse_stride, r0 * coarse_stride, 0.0, 0.0], device=boxes.device)
     return test_features, offset
-
-
-def ascend_iou(
-    iou_net: AtomIoUNet,
-    modulation: list[Tensor],
-    test_features: list[Tensor],
-    boxes: Tensor,
-    steps: int = 5,
-    step_length: float = 1.0,
-    closed_form: bool = False,
-) -> tuple[Tensor, Tensor]:
-    """Gradient ascent on the predicted IoU, all boxes at once.
-
-    Each step moves ``[x, y, w, h]`` by ``step_length * dIoU/db * [w, h, w, h]`` and keeps the move
-    only where the predicted IoU does not drop; a rejected box halves its step length.
-
-    Args:
-        iou_net: the IoU predictor (its BatchNorm layers in eval mode).
-        modulation, test_features: as for :meth:`AtomIoUNet.predict_iou`, batch 1.
-        boxes: (N, 4) xywh crop px.
-        steps: number of ascent steps.
-        step_length: initial step length.
-        closed_form: compute IoUs and gradients with :class:`IoUGradient` (same values, a few
-            matrix products instead of autograd; needs a net from :func:`fold_iou_net`).
-
-    Returns:
-        ``(boxes, ious)``: (N, 4) and (N,), detached; each IoU is >= the initial one of its box.
-    """
-
-    modulated = iou_net.modulate(modulation, test_features)
-
-    def autograd_value_and_grad(b: Tensor, need_grad: bool = True) -> tuple[Tensor, Tensor | None]:
-        if not need_grad:  # the last evaluation only decides acceptance
-            with torch.no_grad():
-                return iou_net.predict_iou_modulated(modulated, b[None])[0], None
-        b = b.detach().requires_grad_(True)
-        iou = iou_net.predict_iou_modulated(modulated, b[None])[0]
-        (grad,) = torch.autograd.grad(iou.sum(), b)
-        return iou.detach(), grad
-
-    if closed_form:
-        value_and_grad, grad_mode = IoUGradient(iou_net, modulated), torch.no_grad()
-    else:
-        value_and_grad, grad_mode = autograd_value_and_grad, torch.enable_grad()
-    with grad_mode:
-        boxes = boxes.detach().clone()
-        ious, grad = value_and_grad(boxes, steps > 0)
-        lengths = torch.full_like(ious, step_length)
-        for step in range(steps):
-            scale = boxes[:, 2:].repeat(1, 2)
-            candidate = boxes + lengths[:, None] * grad * scale
-            candidate[:, 2:] = candidate[:, 2:].clamp(min=1.0)
-            new_ious, new_grad = value_and_grad(candidate, step < steps - 1)
-            accept = new_ious >= ious
-            boxes = torch.where(accept[:, None], candidate, boxes)
-            ious = torch.where(accept, new_ious, ious)
-            if new_grad is not None:
-                grad = torch.where(accept[:, None], new_grad, grad)
-                lengths = torch.where(accept, lengths, lengths / 2)
-    return boxes, ious
 
 
 def blend_size(previous: np.ndarray, refined: np.ndarray, rate: float) -> np.ndarray:

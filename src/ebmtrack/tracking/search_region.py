@@ -19,10 +19,10 @@ import torch
 from torch import Tensor
 
 from ebmtrack.ops.crop import crop_square
-from ebmtrack.tracking.atom.localize import Localization, localize, upsample_scores
-from ebmtrack.tracking.atom.memory import SampleMemory
 from ebmtrack.tracking.augment import augmented_crops, dropout_copies
 from ebmtrack.tracking.base import validate_box
+from ebmtrack.tracking.localize import Localization, localize, upsample_scores
+from ebmtrack.tracking.memory import SampleMemory
 
 # The target centre may leave the frame by this fraction of its size (reference: inside_ratio 0.2).
 _CENTER_OUTSIDE = 0.3
