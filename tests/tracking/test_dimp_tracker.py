@@ -269,7 +269,7 @@ def test_registry_and_load_tracker(monkeypatch):
     registry.register_tracker("other-nce+", DiMPTracker)  # '+' is allowed in names, as here
     with pytest.raises(ValueError, match="lower-case"):
         registry.register_tracker("Dimp+", DiMPTracker)
-    with pytest.raises(ValueError, match="unknown dimp-nce\\+ parameter"):
+    with pytest.raises(ValueError, match="tracker 'dimp-nce\\+' takes no option.s. step_size"):
         registry.create_tracker("dimp-nce+", step_size=3)
     tracker = load_tracker("dimp-nce+", search_size=96, box_steps=2)
     assert isinstance(tracker, DiMPTracker) and tracker.name == "dimp-nce+"
