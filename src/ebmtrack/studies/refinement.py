@@ -25,7 +25,7 @@ from ebmtrack.data.datasets.sequence import Sequence
 from ebmtrack.ebm.sampling import gradient_ascent
 from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.ops.boxes import box_convert, iou_xywh
-from ebmtrack.ops.crop import box_to_crop, crop_square
+from ebmtrack.ops.crop import box_to_crop, crop_search_region
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.tracking.atom.refine import ascend_iou
 from ebmtrack.tracking.box_refine import jitter_proposals, select_box
@@ -143,9 +143,7 @@ def _search_crop(
     frame: np.ndarray, around: np.ndarray, boxes: list[np.ndarray], params: AtomParams
 ) -> tuple[Tensor, list[np.ndarray]]:
     """The tracker's search region centred on ``around`` (xywh) and ``boxes`` mapped into it."""
-    side = params.search_area_scale * math.sqrt(float(around[2] * around[3]))
-    center = (float(around[0] + around[2] / 2), float(around[1] + around[3] / 2))
-    patch, matrix = crop_square(frame, center, side, params.search_size)
+    patch, matrix = crop_search_region(frame, around, params.search_area_scale, params.search_size)
     image = torch.from_numpy(np.ascontiguousarray(patch)).permute(2, 0, 1).float()
     return image, [box_to_crop(box, matrix) for box in boxes]
 
