@@ -155,12 +155,14 @@ def test_box_ascent_step_rules(box_head, frame_energy, rule):
 # ----------------------------------------------------------------------------- the tracker
 
 
-def test_follows_a_translating_object(imagenet_backbone):
+def test_follows_a_translating_object(imagenet_backbone, device):
     # Untrained DiMP classifier (random projection, the optimizer's initial label functions):
     # the online optimizer alone must still fit a filter that follows a textured object.
     torch.manual_seed(0)
     classifier = DiMPClassifier(DiMPConfig.for_backbone(imagenet_backbone))
-    params = DiMPParams(use_box_head=False, target_not_found_threshold=0.1, **SMALL)
+    params = DiMPParams(
+        use_box_head=False, target_not_found_threshold=0.1, device=device.type, **SMALL
+    )
     tracker = DiMPTracker(imagenet_backbone, classifier, None, params)
     assert isinstance(tracker, Tracker)
     frames, boxes = moving_object()
@@ -171,9 +173,10 @@ def test_follows_a_translating_object(imagenet_backbone):
     assert all(r.status != TrackStatus.NOT_FOUND for r in results)
 
 
-def test_same_sequence_same_boxes(backbone, classifier, box_head):
+def test_same_sequence_same_boxes(backbone, classifier, box_head, device):
     frames, boxes = moving_object(num_frames=6)
-    params = DiMPParams(target_not_found_threshold=-1e9, **SMALL)  # every frame refines
+    # Every frame refines.
+    params = DiMPParams(target_not_found_threshold=-1e9, device=device.type, **SMALL)
     first = run(DiMPTracker(backbone, classifier, box_head, params), frames, boxes)
     second = run(DiMPTracker(backbone, classifier, box_head, params), frames, boxes)
     for a, b in zip(first, second):

@@ -17,15 +17,6 @@ from ebmtrack.training.box_regression import (
 from ebmtrack.training.experiment import build_datasets, build_module, preset_config
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # The CI machine is small and shared; one thread avoids oversubscription.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def smoke_module_and_batch(loss: str, batch_size: int = 8):
     config = preset_config("synthetic-smoke")
     config.loss = BoxLossConfig(loss)
