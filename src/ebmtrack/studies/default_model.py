@@ -1,4 +1,4 @@
-"""Which loss trains the shipped IoU-Net best: ATOM's MSE, NCE+ or KLD-IS (issue 10, section 1).
+"""Which loss trains the shipped IoU-Net best: ATOM's MSE, NCE+ or KLD-IS.
 
 The same head (``default-cpu`` preset: frozen ImageNet MobileNetV2, half-width IoU-Net, 288-pixel
 crops) is trained with each loss on the same cached pairs for the same number of steps, then
