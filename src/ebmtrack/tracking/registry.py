@@ -47,7 +47,7 @@ class TrackerVariant:
         params: the variant's parameter values (fields of ``params_type``).
         params_type: the parameter dataclass (with a ``names()`` class method), whose fields are
             options besides the factory's own keyword arguments (weights files, backbone).
-        summary: one line for listings (``ebmtrack track --help``, the docs).
+        summary: what the variant is, in one line.
         more_options: options the factory takes through ``**kwargs`` besides those.
     """
 
@@ -74,6 +74,7 @@ def _keyword_names(factory: Callable) -> set[str]:
         for p in inspect.signature(factory).parameters.values()
         if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
     }
+
 
 TRACKERS: dict[str, TrackerFactory] = {
     kind: TrackerVariant(
