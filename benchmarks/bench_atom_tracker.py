@@ -36,11 +36,11 @@ import numpy as np
 import torch
 
 from ebmtrack.data.io import list_images, read_image
+from ebmtrack.models.atom_classifier import update_filter
 from ebmtrack.models.backbones import create_backbone
-from ebmtrack.models.classifier import update_filter
 from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
 from ebmtrack.tracking.atom import AtomParams, AtomTracker
-from ebmtrack.tracking.atom.factory import CLASSIFIER_ONLY_DEFAULTS
+from ebmtrack.tracking.atom.factory import CLASSIFIER_ONLY
 
 REPO = Path(__file__).resolve().parents[1]
 STAGES = ("crop", "backbone", "classifier", "iou", "update")
@@ -71,7 +71,7 @@ def bench(backbone_name, runtime, search_size, frames, box, warmup, mode, precis
     iou_net = AtomIoUNet(IoUNetConfig.for_backbone(backbone)).eval().requires_grad_(False)
     extra = {}
     if mode == "default":
-        iou_net, extra = None, CLASSIFIER_ONLY_DEFAULTS
+        iou_net, extra = None, CLASSIFIER_ONLY
     params = AtomParams(
         backbone=backbone_name,
         backbone_runtime=runtime,

@@ -8,7 +8,7 @@
 2. Speed: the first-frame optimisation (6 x 10) and one per-frame update (5 CG iterations on the
    filter only, with 250 stored samples of 64 x 18 x 18 projected features), the update both
    with the generic solver (double backprop) and as the tracker runs it
-   (``ebmtrack.models.classifier.update_filter``: closed-form Jacobian products, in float32
+   (``ebmtrack.models.atom_classifier.update_filter``: closed-form Jacobian products, in float32
    and with bfloat16 products; the bfloat16 update's loss is compared with the float32 one's).
    Ratios against the dense matrix products that this formulation must do, measured in the
    same run, and against the same residuals written with conv2d. ``--previous FILE`` also times the
@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from bench_prroi_pool import load_module, measure
 
-from ebmtrack.models.classifier import AtomClassifier, ClassifierConfig, update_filter
+from ebmtrack.models.atom_classifier import AtomClassifier, ClassifierConfig, update_filter
 from ebmtrack.optim import conjugate_gradient, gauss_newton_cg
 from ebmtrack.optim.problems import AtomClassifierProblem, first_order_losses, pelu
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from ebmtrack.ops import perturb_boxes, prroi_pool, xywh_to_xyxy
+from ebmtrack.ops import box_convert, perturb_boxes, prroi_pool
 
 CROP = 288
 MAPS = ((36, 1 / 8, 5), (18, 1 / 16, 3))  # (size, spatial_scale, bins)
@@ -122,7 +122,11 @@ def training_rois(batch: int, generator: torch.Generator) -> torch.Tensor:
         centre = CROP / 2 + (torch.rand(2, generator=generator) - 0.5) * 4.5 * size.prod().sqrt()
         target = torch.cat([centre - size / 2, size])
         proposals, _ = perturb_boxes(target, 16, 0.1, generator=generator)
-        rows.append(torch.cat([torch.full((16, 1), float(image)), xywh_to_xyxy(proposals)], 1))
+        rows.append(
+            torch.cat(
+                [torch.full((16, 1), float(image)), box_convert(proposals, "xywh", "xyxy")], 1
+            )
+        )
     return torch.cat(rows)
 
 

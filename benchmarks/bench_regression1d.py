@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from ebmtrack.ebm import get_loss
-from ebmtrack.models.runtime import retain_freed_memory
+from ebmtrack.runtime import retain_freed_memory
 from ebmtrack.studies.regression1d.data import NUM_TRAIN, sample_dataset
 from ebmtrack.studies.regression1d.methods import METHODS, PAPER_TABLE1, parse_methods
 from ebmtrack.studies.regression1d.model import Regression1dEnergy

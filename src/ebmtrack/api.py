@@ -2,50 +2,31 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ebmtrack.tracking.base import Tracker
 
 __all__ = ["load_tracker"]
 
 
-def load_tracker(
-    name: str = "atom",
-    weights: str | Path | None = None,
-    backbone: str = "mobilenetv2",
-    **params,
-) -> Tracker:
-    """A ready tracker by name.
+def load_tracker(name: str = "atom", **options) -> Tracker:
+    """A ready tracker by its registered name (:mod:`ebmtrack.tracking.registry`).
 
     >>> tracker = ebmtrack.load_tracker("atom")            # ImageNet MobileNetV2, CPU
     >>> tracker.initialize(first_frame, (x, y, w, h))
     >>> result = tracker.track(next_frame)                  # result.box, .score, .status
 
     Args:
-        name: ``atom`` or ``dimp-nce+`` (ours); OpenCV's trackers (``csrt``, ``kcf``, ...) by
-            their registry names, with ``params`` as their options.
-        weights: the box head's weights file: for ``atom`` the IoU-Net (see
-            :func:`ebmtrack.tracking.atom.factory.create_atom_tracker` for what happens
-            without), for ``dimp-nce+`` the EBM head (default: the shipped NCE+ head, see
-            :func:`ebmtrack.tracking.dimp.factory.create_dimp_tracker`).
-        backbone: for ``atom`` and ``dimp-nce+``, the backbone name.
-        **params: the tracker's parameters (for ``atom`` fields of ``AtomParams`` such as
-            ``search_size``, ``device``, ``use_iou_net``; for ``dimp-nce+`` fields of
-            ``DiMPParams`` and ``classifier_weights``).
+        name: ``atom`` (the default), ``atom-iounet``, ``dimp-nce+`` (ours, docs/architecture.md
+            lists what each is) or one of OpenCV's (``csrt``, ``kcf``, ``nanotrack``, ...).
+        **options: the tracker's options, which override its parameter set: for ours the
+            fields of its parameter dataclass (``AtomParams``, ``DiMPParams``: ``search_size``,
+            ``device``, ...) and its files (``weights``, ``backbone``, ``backbone_weights``;
+            ``classifier_weights`` for ``dimp-nce+``); for OpenCV's DNN trackers their model
+            files or ``model_dir``. ``ebmtrack track`` and ``ebmtrack eval`` take the same.
 
     Raises:
-        ValueError: unknown tracker or parameter, or weights that do not match.
+        ValueError: unknown tracker or option (naming the valid ones), or weights that do not
+            match.
     """
-    if name == "atom":
-        from ebmtrack.tracking.atom.factory import create_atom_tracker
-
-        return create_atom_tracker(weights=weights, backbone=backbone, **params)
-    if name == "dimp-nce+":
-        from ebmtrack.tracking.dimp.factory import create_dimp_tracker
-
-        return create_dimp_tracker(weights=weights, backbone=backbone, **params)
     from ebmtrack.tracking.registry import create_tracker
 
-    if weights is not None:
-        raise ValueError(f"tracker {name!r} takes no weights file")
-    return create_tracker(name, **params)
+    return create_tracker(name, **options)

@@ -61,9 +61,8 @@ def test_tracks_a_sequence_folder_and_renders(sequence, tmp_path, caplog):
     capture = cv2.VideoCapture(str(video))
     assert capture.isOpened() and int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 5
     capture.release()
-    # Without weights: exactly one warning, one line, saying the classifier tracks alone.
-    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert len(warnings) == 1 and "classifier only" in warnings[0] and "\n" not in warnings[0]
+    # The default tracker is a complete parameter set: nothing to warn about.
+    assert not [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
 
 
 def test_tracks_a_video_file_to_stdout(tmp_path, capsys):
@@ -114,14 +113,15 @@ def test_missing_empty_and_unreadable_sources(tmp_path, capsys):
 def test_weights_that_do_not_match(sequence, tmp_path, capsys):
     other = IoUNetConfig(backbone="resnet18", feature_layers=("layer2", "layer3"))
     path = save_model(AtomIoUNet(other), tmp_path / "resnet_head.safetensors")
-    assert main(["track", str(sequence), "--init", "50,40,40,32", "--weights", str(path)]) == 2
+    base = ["track", str(sequence), "--init", "50,40,40,32", "--tracker", "atom-iounet"]
+    assert main([*base, "--weights", str(path)]) == 2
     assert "for backbone 'resnet18'" in _error_line(capsys)
     junk = tmp_path / "junk.safetensors"
     junk.write_bytes(b"garbage")
-    assert main(["track", str(sequence), "--init", "50,40,40,32", "--weights", str(junk)]) == 2
+    assert main([*base, "--weights", str(junk)]) == 2
     assert "not a safetensors file" in _error_line(capsys)
     missing = tmp_path / "absent.safetensors"
-    assert main(["track", str(sequence), "--init", "50,40,40,32", "--weights", str(missing)]) == 2
+    assert main([*base, "--weights", str(missing)]) == 2
     assert "not found" in _error_line(capsys)
 
 

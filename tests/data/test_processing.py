@@ -68,7 +68,7 @@ def test_reference_crop_is_centred_and_five_times_the_target():
     sample = AtomProcessing()(pair_on(image, box, box), np.random.default_rng(1))
     ref = sample["ref_box"].numpy()
     np.testing.assert_allclose(ref[:2] + ref[2:] / 2, [S / 2, S / 2], atol=1e-4)
-    scale = S / math.ceil(5 * math.sqrt(30 * 12))
+    scale = S / (5 * math.sqrt(30 * 12))
     np.testing.assert_allclose(ref[2:], box[2:] * scale, rtol=1e-5)
 
 

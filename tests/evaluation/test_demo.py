@@ -126,8 +126,8 @@ def test_cli_bad_out_is_one_line(tmp_path, capsys):
     assert err.startswith("ebmtrack demo: error:") and "\n" not in err
 
 
-def test_backbone_only_for_atom(tmp_path):
-    with pytest.raises(ValueError, match="backbone applies to tracker 'atom' only"):
+def test_backbone_refused_by_a_tracker_without_one(tmp_path):
+    with pytest.raises(ValueError, match="tracker 'kcf' takes no option.s. backbone"):
         run_demo(DemoConfig(out=tmp_path, tracker="kcf", backbone="resnet18", progress=False))
 
 

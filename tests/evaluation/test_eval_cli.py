@@ -102,7 +102,7 @@ def test_eval_tracker_options(tmp_path, capsys):
     out = str(tmp_path / "out")
     base = ["eval", str(data), "--trackers", "kcf", "--out", out, "--workers", "0", "--no-progress"]
     assert main(base + ["--option", "kcf.net=x.onnx"]) == 2
-    assert "takes no model files" in capsys.readouterr().err
+    assert "tracker 'kcf' takes no option(s) net" in capsys.readouterr().err
     assert main(base + ["--option", "csrt.x=1"]) == 2
     assert "not among --trackers" in capsys.readouterr().err
     assert main(base + ["--option", "kcf"]) == 2

@@ -30,16 +30,6 @@ EXPECTED_DEFAULTS = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on a shared 2-core machine, two threads make these small convs far slower
-    (docs/backbones.md); restored afterwards."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @pytest.fixture(scope="module")
 def random_backbones() -> dict[str, Backbone]:
     torch.manual_seed(0)

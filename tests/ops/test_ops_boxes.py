@@ -4,17 +4,13 @@ import pytest
 import torch
 
 from ebmtrack.ops import (
+    BOX_FORMATS,
+    box_convert,
     box_iou,
     clip_xywh,
-    cxcywh_to_xywh,
     elementwise_iou,
     iou_xywh,
     perturb_boxes,
-    rel_to_xywh,
-    xywh_to_cxcywh,
-    xywh_to_rel,
-    xywh_to_xyxy,
-    xyxy_to_xywh,
 )
 
 
@@ -25,20 +21,45 @@ def random_xywh(shape, seed=0):
     return torch.cat([xy, wh], dim=-1)
 
 
-def test_conversions_known_values_and_round_trips():
+def test_conversions_known_values():
     box = torch.tensor([10.0, 20.0, 4.0, 6.0])
-    assert xywh_to_xyxy(box).tolist() == [10, 20, 14, 26]
-    assert xywh_to_cxcywh(box).tolist() == [12, 23, 4, 6]
-    boxes = random_xywh((3, 5))
-    torch.testing.assert_close(xyxy_to_xywh(xywh_to_xyxy(boxes)), boxes)
-    torch.testing.assert_close(cxcywh_to_xywh(xywh_to_cxcywh(boxes)), boxes)
-    torch.testing.assert_close(rel_to_xywh(xywh_to_rel(boxes)), boxes)
+    assert box_convert(box, "xywh", "xyxy").tolist() == [10, 20, 14, 26]
+    assert box_convert(box, "xywh", "cxcywh").tolist() == [12, 23, 4, 6]
+    assert box_convert(box, "xywh", "xywh") is box
+
+
+@pytest.mark.parametrize("out_fmt", BOX_FORMATS)
+@pytest.mark.parametrize("in_fmt", BOX_FORMATS)
+def test_conversions_round_trip_between_every_pair(in_fmt, out_fmt):
+    norm = torch.rand(3, 2, generator=torch.Generator().manual_seed(3), dtype=torch.float64) + 5
+    boxes = box_convert(random_xywh((3, 5)), "xywh", in_fmt, norm)
+    there = box_convert(boxes, in_fmt, out_fmt, norm)
+    torch.testing.assert_close(box_convert(there, out_fmt, in_fmt, norm), boxes)
 
 
 def test_rel_parametrisation():
-    rel = xywh_to_rel(torch.tensor([10.0, 20.0, 4.0, 8.0], dtype=torch.float64))
+    rel = box_convert(torch.tensor([10.0, 20.0, 4.0, 8.0], dtype=torch.float64), "xywh", "rel")
     expected = torch.tensor([12 / 4, 24 / 8, math.log(4), math.log(8)], dtype=torch.float64)
     torch.testing.assert_close(rel, expected)
+
+
+def test_ebm_parametrisation_is_relative_to_the_reference_size():
+    size_norm = torch.tensor([[20.0, 10.0]])
+    box = torch.tensor([[[30.0, 40.0, 20.0, 10.0]]])  # centre (40, 45)
+    y = box_convert(box, "xywh", "ebm", size_norm)
+    expected = torch.tensor([[[40 / 20, 45 / 10, math.log(20), math.log(10)]]])
+    torch.testing.assert_close(y, expected)
+    # A unit step in y[0] moves the centre by w0 pixels, whatever the box's own size.
+    moved = box_convert(y + torch.tensor([1.0, 0.0, 0.0, 0.0]), "ebm", "xywh", size_norm)
+    torch.testing.assert_close(moved - box, torch.tensor([[[20.0, 0.0, 0.0, 0.0]]]))
+
+
+def test_convert_refuses_unknown_formats_and_ebm_without_size():
+    box = torch.zeros(1, 1, 4)
+    with pytest.raises(ValueError, match="box format must be one of"):
+        box_convert(box, "xywh", "yxhw")
+    with pytest.raises(ValueError, match="size_norm"):
+        box_convert(box, "xywh", "ebm")
 
 
 def test_iou_known_values():
@@ -62,7 +83,9 @@ def test_pairwise_iou_matches_elementwise_and_is_symmetric():
         for j in range(6):
             assert pairwise[i, j] == iou_xywh(a[i], b[j])
     torch.testing.assert_close(box_iou(b, a, fmt="xywh"), pairwise.T)
-    torch.testing.assert_close(box_iou(xywh_to_xyxy(a), xywh_to_xyxy(b)), pairwise)
+    torch.testing.assert_close(
+        box_iou(box_convert(a, "xywh", "xyxy"), box_convert(b, "xywh", "xyxy")), pairwise
+    )
     assert ((pairwise >= 0) & (pairwise <= 1)).all()
     # Batched over leading dimensions.
     assert box_iou(a.expand(2, 4, 4), b.expand(2, 6, 4), fmt="xywh").shape == (2, 4, 6)

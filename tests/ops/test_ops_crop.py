@@ -57,3 +57,13 @@ def test_strong_downscaling_averages_instead_of_aliasing():
 def test_bad_side_is_rejected(image, side):
     with pytest.raises(ValueError, match="side"):
         crop_square(image, (10.0, 10.0), side, 20)
+
+
+def test_search_region_is_the_box_centred_square_of_scale_times_its_size(image):
+    from ebmtrack.ops.crop import crop_search_region, search_region_side
+
+    assert search_region_side((8.0, 2.0), 5.0) == 20.0  # not rounded
+    patch, matrix = crop_search_region(image, (29.0, 21.0, 12.0, 3.0), 5.0, 40)
+    expected, same = crop_square(image, (35.0, 22.5), 30.0, 40)
+    np.testing.assert_array_equal(patch, expected)
+    np.testing.assert_array_equal(matrix, same)

@@ -233,9 +233,8 @@ def test_module_wrapper(features):
     assert "spatial_scale=0.5" in repr(pool)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_cuda_matches_cpu(features):
-    out = prroi_pool(features.cuda().float(), ROIS.cuda().float(), 3, 0.5)
+def test_float32_on_every_device_matches_float64_on_the_cpu(features, device):
+    out = prroi_pool(features.to(device).float(), ROIS.to(device).float(), 3, 0.5)
     torch.testing.assert_close(
         out.cpu().double(), prroi_pool(features, ROIS, 3, 0.5), atol=1e-5, rtol=1e-4
     )

@@ -5,15 +5,6 @@ from ebmtrack.optim import Linearization, conjugate_gradient, gauss_newton_cg
 from ebmtrack.optim.problems import AtomClassifierProblem, first_order_losses, pelu, shifted_sum
 
 
-@pytest.fixture
-def one_thread():
-    # Small problems: threads only add overhead, and the test machine may be shared.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def linear_problem(seed=0):
     generator = torch.Generator().manual_seed(seed)
     matrix = torch.randn(40, 9, generator=generator, dtype=torch.float64)

@@ -1,29 +1,42 @@
 import pytest
 
-from ebmtrack.tracking.atom.factory import CLASSIFIER_ONLY_DEFAULTS, create_atom_tracker
+from ebmtrack.tracking.atom.factory import ATOM, ATOM_IOUNET, CLASSIFIER_ONLY, create_atom_tracker
+from ebmtrack.tracking.registry import create_tracker
 from ebmtrack.weights import default_model
 
 
-def test_without_iou_net_the_classifier_searches_scale():
-    tracker = create_atom_tracker(search_size=96)
+def test_atom_is_the_classifier_with_its_scale_search():
+    tracker = create_tracker("atom", search_size=96)
     assert tracker.iou_net is None
-    for name, value in CLASSIFIER_ONLY_DEFAULTS.items():
+    for name, value in CLASSIFIER_ONLY.items():
         assert getattr(tracker.params, name) == value
-    # The caller's parameters win over those defaults.
-    kept = create_atom_tracker(search_size=96, scale_factors=())
+    # The caller's options win over the parameter set's.
+    kept = create_tracker("atom", search_size=96, scale_factors=())
     assert kept.params.scale_factors == () and kept.params.size_update_rate == 0.6
 
 
-def test_with_iou_net_weights_the_iou_net_sizes_the_box():
-    weights = default_model().iou_net
-    tracker = create_atom_tracker(weights=weights, search_size=96)
-    assert tracker.iou_net is not None
+def test_atom_iounet_sizes_the_box_with_the_shipped_iou_net():
+    tracker = create_tracker("atom-iounet", search_size=96)
+    assert tracker.iou_net is not None and tracker.params.use_iou_net
     assert tracker.params.scale_factors == () and tracker.params.size_update_rate == 1.0
-    switched_off = create_atom_tracker(weights=weights, search_size=96, use_iou_net=False)
-    assert switched_off.iou_net is None
-    assert switched_off.params.scale_factors == CLASSIFIER_ONLY_DEFAULTS["scale_factors"]
+    given = create_tracker("atom-iounet", weights=default_model().iou_net, search_size=96)
+    assert given.iou_net is not None
+
+
+def test_weights_without_an_iou_net_are_refused():
+    with pytest.raises(ValueError, match="use tracker 'atom-iounet'"):
+        create_tracker("atom", weights=default_model().iou_net, search_size=96)
+    with pytest.raises(ValueError, match="no IoU-Net weights ship for backbone 'resnet18'"):
+        create_tracker("atom-iounet", backbone="resnet18")
+
+
+def test_variants_share_the_factory_and_differ_in_their_parameter_sets():
+    assert ATOM.factory is ATOM_IOUNET.factory is create_atom_tracker
+    assert ATOM.params["use_iou_net"] is False and ATOM_IOUNET.params["use_iou_net"] is True
 
 
 def test_unknown_parameter_is_named():
     with pytest.raises(ValueError, match=r"unknown ATOM parameter\(s\) \['scale_factor'\]"):
         create_atom_tracker(scale_factor=1.05)
+    with pytest.raises(ValueError, match="tracker 'atom' takes no option.s. scale_factor; its"):
+        create_tracker("atom", scale_factor=1.05)

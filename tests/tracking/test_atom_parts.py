@@ -6,20 +6,20 @@ import torch
 
 from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
 from ebmtrack.ops.crop import crop_square
-from ebmtrack.tracking.atom.iou_gradient import IoUGradient
-from ebmtrack.tracking.atom.localize import best_scale, localize, upsample_scores
-from ebmtrack.tracking.atom.memory import SampleMemory
 from ebmtrack.tracking.atom.params import AtomParams
-from ebmtrack.tracking.atom.refine import (
-    ascend_iou,
+from ebmtrack.tracking.atom.refine import ascend_iou
+from ebmtrack.tracking.augment import augmented_crops, dropout_copies
+from ebmtrack.tracking.base import TrackStatus
+from ebmtrack.tracking.box_refine import (
     blend_size,
     feature_window,
     fold_iou_net,
     jitter_proposals,
     select_box,
 )
-from ebmtrack.tracking.augment import augmented_crops, dropout_copies
-from ebmtrack.tracking.base import TrackStatus
+from ebmtrack.tracking.iou_gradient import IoUGradient
+from ebmtrack.tracking.localize import best_scale, localize, upsample_scores
+from ebmtrack.tracking.memory import SampleMemory
 
 # ----------------------------------------------------------------------------- memory
 

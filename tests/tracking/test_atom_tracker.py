@@ -82,10 +82,10 @@ def iou(a, b):
     return float(iou_xywh(torch.as_tensor(a), torch.as_tensor(b)))
 
 
-def test_follows_a_translating_object_with_the_classifier_alone(imagenet_backbone):
+def test_follows_a_translating_object_with_the_classifier_alone(imagenet_backbone, device):
     frames, boxes = moving_object_sequence()
     # 160: below that the stride-16 score map is too coarse for a 40 px target (docs/atom.md).
-    params = AtomParams(use_iou_net=False, search_size=160)
+    params = AtomParams(use_iou_net=False, search_size=160, device=device.type)
     tracker = AtomTracker(imagenet_backbone, None, params)
     assert isinstance(tracker, Tracker)
     tracker.initialize(frames[0], boxes[0])
@@ -117,11 +117,11 @@ def test_scale_search_follows_a_growing_object(imagenet_backbone):
     assert np.all((share > 0.5) & (share < 1.2)), (final_sizes, truth)
 
 
-def test_same_sequence_same_boxes(backbone, iou_net):
+def test_same_sequence_same_boxes(backbone, iou_net, device):
     frames, boxes = moving_object_sequence(num_frames=6)
     runs = []
     for _ in range(2):
-        tracker = AtomTracker(backbone, iou_net, AtomParams(**SMALL))
+        tracker = AtomTracker(backbone, iou_net, AtomParams(device=device.type, **SMALL))
         tracker.initialize(frames[0], boxes[0])
         runs.append([tracker.track(f).box for f in frames[1:]])
     np.testing.assert_array_equal(np.array(runs[0]), np.array(runs[1]))

@@ -17,14 +17,14 @@ from ebmtrack.evaluation.demo import DEMO_DATA
 from ebmtrack.models.backbones import create_backbone
 from ebmtrack.models.dimp import DiMPClassifier, DiMPConfig
 from ebmtrack.models.serialization import load_model
-from ebmtrack.ops.boxes import iou_xywh
+from ebmtrack.ops.boxes import box_convert, iou_xywh
 from ebmtrack.ops.crop import box_to_crop, crop_square
-from ebmtrack.tracking.atom.iou_gradient import IoUGradient
-from ebmtrack.tracking.atom.refine import fold_iou_net
 from ebmtrack.tracking.base import Tracker, TrackStatus
+from ebmtrack.tracking.box_refine import fold_iou_net
 from ebmtrack.tracking.dimp import DiMPParams, DiMPTracker
 from ebmtrack.tracking.dimp.refine import FrameBoxEnergy, ascend_boxes
-from ebmtrack.training.box_regression import BoxConditioning, BoxEnergy, boxes_to_ebm
+from ebmtrack.tracking.iou_gradient import IoUGradient
+from ebmtrack.training.box_regression import BoxConditioning, BoxEnergy
 from ebmtrack.weights import dimp_classifier, nce_box_head
 
 SMALL = {"search_size": 128}
@@ -116,7 +116,7 @@ def test_closed_form_energy_equals_autograd_through_the_head(box_head, frame_ene
     energy = FrameBoxEnergy(IoUGradient(folded, folded.modulate(modulation, test_features)))
     size_norm = ref_box[:, 2:]
     boxes = ref_box[None] + torch.tensor([[0, 0, 0, 0], [3, -2, 5, 4], [-6, 4, -8, 6.0]])
-    y = boxes_to_ebm(boxes, size_norm)
+    y = box_convert(boxes, "xywh", "ebm", size_norm)
     value, grad = score_and_grad(energy, size_norm, y)
     x = BoxConditioning(modulation, test_features, size_norm)
     ref_value, ref_grad = score_and_grad(BoxEnergy(box_head), x, y)
@@ -135,12 +135,15 @@ def test_box_ascent_step_rules(box_head, frame_energy, rule):
         [20, 20, 10, 10]
     )
     size_norm = ref_box[0, 2:]
-    start_value = energy(size_norm[None], boxes_to_ebm(boxes[None], size_norm[None]))[0]
+    start_value = energy(size_norm[None], box_convert(boxes[None], "xywh", "ebm", size_norm[None]))[
+        0
+    ]
     # Long steps, so that plain steps overshoot somewhere.
     refined, value = ascend_boxes(energy, boxes, size_norm, 6, (0.5, 0.5), rule, decay=0.5)
     assert refined.shape == (16, 4) and (refined[:, 2:] > 0).all()
     assert torch.allclose(
-        value, energy(size_norm[None], boxes_to_ebm(refined[None], size_norm[None]))[0]
+        value,
+        energy(size_norm[None], box_convert(refined[None], "xywh", "ebm", size_norm[None]))[0],
     )
     if rule == "s1":
         assert (value >= start_value).all()
@@ -152,12 +155,14 @@ def test_box_ascent_step_rules(box_head, frame_energy, rule):
 # ----------------------------------------------------------------------------- the tracker
 
 
-def test_follows_a_translating_object(imagenet_backbone):
+def test_follows_a_translating_object(imagenet_backbone, device):
     # Untrained DiMP classifier (random projection, the optimizer's initial label functions):
     # the online optimizer alone must still fit a filter that follows a textured object.
     torch.manual_seed(0)
     classifier = DiMPClassifier(DiMPConfig.for_backbone(imagenet_backbone))
-    params = DiMPParams(use_box_head=False, target_not_found_threshold=0.1, **SMALL)
+    params = DiMPParams(
+        use_box_head=False, target_not_found_threshold=0.1, device=device.type, **SMALL
+    )
     tracker = DiMPTracker(imagenet_backbone, classifier, None, params)
     assert isinstance(tracker, Tracker)
     frames, boxes = moving_object()
@@ -168,9 +173,10 @@ def test_follows_a_translating_object(imagenet_backbone):
     assert all(r.status != TrackStatus.NOT_FOUND for r in results)
 
 
-def test_same_sequence_same_boxes(backbone, classifier, box_head):
+def test_same_sequence_same_boxes(backbone, classifier, box_head, device):
     frames, boxes = moving_object(num_frames=6)
-    params = DiMPParams(target_not_found_threshold=-1e9, **SMALL)  # every frame refines
+    # Every frame refines.
+    params = DiMPParams(target_not_found_threshold=-1e9, device=device.type, **SMALL)
     first = run(DiMPTracker(backbone, classifier, box_head, params), frames, boxes)
     second = run(DiMPTracker(backbone, classifier, box_head, params), frames, boxes)
     for a, b in zip(first, second):
@@ -266,7 +272,7 @@ def test_registry_and_load_tracker(monkeypatch):
     registry.register_tracker("other-nce+", DiMPTracker)  # '+' is allowed in names, as here
     with pytest.raises(ValueError, match="lower-case"):
         registry.register_tracker("Dimp+", DiMPTracker)
-    with pytest.raises(ValueError, match="unknown dimp-nce\\+ parameter"):
+    with pytest.raises(ValueError, match="tracker 'dimp-nce\\+' takes no option.s. step_size"):
         registry.create_tracker("dimp-nce+", step_size=3)
     tracker = load_tracker("dimp-nce+", search_size=96, box_steps=2)
     assert isinstance(tracker, DiMPTracker) and tracker.name == "dimp-nce+"

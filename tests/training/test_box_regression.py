@@ -5,26 +5,16 @@ import torch
 from torch.utils.data import default_collate
 
 from ebmtrack.ebm import LOSSES
+from ebmtrack.ops.boxes import box_convert
 from ebmtrack.training.box_regression import (
     EBM_RECIPES,
     BoxConditioning,
     BoxEnergy,
     BoxLossConfig,
     BoxRegressionModule,
-    boxes_to_ebm,
-    ebm_to_boxes,
     proposal_ranking_stats,
 )
 from ebmtrack.training.experiment import build_datasets, build_module, preset_config
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    # The CI machine is small and shared; one thread avoids oversubscription.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def smoke_module_and_batch(loss: str, batch_size: int = 8):
@@ -33,20 +23,6 @@ def smoke_module_and_batch(loss: str, batch_size: int = 8):
     train, _ = build_datasets(config)
     batch = default_collate([train[i] for i in range(batch_size)])
     return build_module(config), batch
-
-
-def test_ebm_parametrisation_of_a_box_and_round_trip():
-    size_norm = torch.tensor([[20.0, 10.0]])
-    box = torch.tensor([[[30.0, 40.0, 20.0, 10.0]]])  # centre (40, 45)
-    y = boxes_to_ebm(box, size_norm)
-    expected = torch.tensor([[[40 / 20, 45 / 10, math.log(20), math.log(10)]]])
-    torch.testing.assert_close(y, expected)
-    boxes = torch.rand(3, 5, 4) * 50 + torch.tensor([0.0, 0.0, 5.0, 5.0])
-    norm = torch.rand(3, 2) * 30 + 5
-    torch.testing.assert_close(ebm_to_boxes(boxes_to_ebm(boxes, norm), norm), boxes)
-    # A unit step in y[0] moves the centre by w0 pixels, whatever the box's own size.
-    moved = ebm_to_boxes(y + torch.tensor([1.0, 0.0, 0.0, 0.0]), size_norm)
-    torch.testing.assert_close(moved - box, torch.tensor([[[20.0, 0.0, 0.0, 0.0]]]))
 
 
 def test_box_energy_is_the_iou_net_output_on_the_same_boxes():
@@ -58,7 +34,7 @@ def test_box_energy_is_the_iou_net_output_on_the_same_boxes():
     size_norm = batch["test_box"][:, 2:]
     x = BoxConditioning(modulation, test_features, size_norm)
     assert x.shape[0] == 2
-    energy = BoxEnergy(net)(x, boxes_to_ebm(batch["proposals"], size_norm))
+    energy = BoxEnergy(net)(x, box_convert(batch["proposals"], "xywh", "ebm", size_norm))
     direct = net.predict_iou(modulation, test_features, batch["proposals"])
     torch.testing.assert_close(energy, direct, rtol=1e-4, atol=1e-5)
 

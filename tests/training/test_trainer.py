@@ -71,7 +71,7 @@ def test_resume_after_a_stop_reproduces_the_uninterrupted_run(tmp_path):
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
     # Index 0 is in one of the 8 batches of epoch 2 but, with this seed, not ... in epoch 1:
     # the 128 samples per epoch are a permutation prefix of the 256; find such an index.
-    from ebmtrack.training.sampler import epoch_order
+    from ebmtrack.training.batch_sampler import epoch_order
 
     config = toy_config(epochs=3, val_every=0)
     seen_1 = set(epoch_order(256, 128, config.seed, 1).tolist())

@@ -23,8 +23,10 @@ def add_parser(subparsers) -> None:
         "--out", type=Path, default=Path("runs/demo"), help="output folder (default runs/demo)"
     )
     parser.add_argument("--tracker", default="atom", help="tracker name (default atom)")
-    parser.add_argument("--weights", type=Path, help="IoU-Net weights of atom (.safetensors)")
-    parser.add_argument("--backbone", help="backbone of atom (default mobilenetv2)")
+    parser.add_argument(
+        "--weights", type=Path, help="box-head weights file, .safetensors (option weights)"
+    )
+    parser.add_argument("--backbone", help="backbone name (option backbone)")
     parser.add_argument(
         "--no-video", action="store_true", help="skip demo.mp4 and demo.gif (faster)"
     )

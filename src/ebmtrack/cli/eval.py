@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 
 from ebmtrack.cli.main import CLIError
+from ebmtrack.cli.options import OPTION_HELP, add_option, parse_option
 
 
 def _names(text: str) -> list[str]:
@@ -55,8 +56,14 @@ def add_parser(subparsers) -> None:
         action="append",
         default=[],
         metavar="TRACKER.KEY=VALUE",
-        help="an option for one tracker's factory, e.g. atom.weights=iou_net.safetensors "
-        "(VALUE read as YAML: numbers, true/false, strings); repeatable",
+        help="an option of one tracker, e.g. atom-iounet.weights=iou_net.safetensors or "
+        f"atom.search_size=256 ({OPTION_HELP})",
+    )
+    parser.add_argument(
+        "--weights",
+        type=Path,
+        help="box-head weights file for every tracker in --trackers (option weights; refused "
+        "if one of them takes none)",
     )
     parser.add_argument(
         "--pack",
@@ -74,19 +81,21 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def _tracker_options(items: list[str], trackers: list[str]) -> dict[str, dict]:
-    """``["atom.weights=x", ...]`` -> ``{"atom": {"weights": "x"}}``."""
-    import yaml
-
-    options: dict[str, dict] = {name: {} for name in trackers}
-    for item in items:
-        target, eq, value = item.partition("=")
-        tracker, dot, key = target.partition(".")
-        if not (eq and dot and tracker and key):
+def _tracker_options(args: argparse.Namespace) -> dict[str, dict]:
+    """``--option atom.search_size=256 --weights w`` -> ``{"atom": {"search_size": 256,
+    "weights": Path("w")}}`` (one dict per tracker in ``--trackers``)."""
+    options: dict[str, dict] = {name: {} for name in args.trackers}
+    for item in args.option:
+        target, value = parse_option(item, form="TRACKER.KEY=VALUE")
+        tracker, dot, key = target.rpartition(".")
+        if not (dot and tracker and key):
             raise CLIError(f"--option must look like TRACKER.KEY=VALUE, got {item!r}")
         if tracker not in options:
             raise CLIError(f"--option {item!r}: {tracker!r} is not among --trackers")
-        options[tracker][key] = yaml.safe_load(value) if value else ""
+        add_option(options[tracker], key, value, f"--option {item!r}")
+    if args.weights is not None:
+        for tracker in args.trackers:
+            add_option(options[tracker], "weights", args.weights, f"--weights for {tracker!r}")
     return options
 
 
@@ -99,6 +108,8 @@ def _command_line(args: argparse.Namespace) -> str:
     words += ["--workers", str(args.workers)]
     for item in args.option:
         words += ["--option", item]
+    if args.weights is not None:
+        words += ["--weights", str(args.weights)]
     for flag, value in (
         ("--sequences", ",".join(args.sequences or [])),
         ("--split", args.split),
@@ -132,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise CLIError(f"--seen names sequences not in the data set: {', '.join(unknown)}")
     specs = []
-    for name, options in _tracker_options(args.option, args.trackers).items():
+    for name, options in _tracker_options(args).items():
         if args.peer_models is not None and "model_dir" in accepted_options(name):
             options.setdefault("model_dir", args.peer_models)
         check_options(name, options)

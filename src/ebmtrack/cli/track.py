@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ebmtrack.cli.main import CLIError, add_threads_argument
+from ebmtrack.cli.options import OPTION_HELP, add_option, parse_option
 
 
 def _parse_box(text: str) -> tuple[float, float, float, float]:
@@ -34,19 +35,35 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--init", required=True, metavar="X,Y,W,H", help="the box in the first frame"
     )
-    parser.add_argument("--tracker", default="atom", help="tracker name (default atom)")
     parser.add_argument(
-        "--backbone", default="mobilenetv2", help="backbone of atom (default mobilenetv2)"
+        "--tracker",
+        default="atom",
+        help="registered tracker name: atom (default), atom-iounet, dimp-nce+, or OpenCV's "
+        "csrt, kcf, nanotrack, ...",
     )
-    parser.add_argument("--weights", type=Path, help="IoU-Net weights of atom (.safetensors)")
     parser.add_argument("--out", type=Path, help="boxes file (default: stdout)")
     parser.add_argument("--render", type=Path, help="write a video with the boxes drawn (mp4)")
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    # The flags below are tracker options, as --option KEY=VALUE is; a tracker that does not
+    # take one refuses it.
+    parser.add_argument("--backbone", help="backbone name (option backbone)")
     parser.add_argument(
-        "--search-size", type=int, help="atom search-region size in pixels (default 288)"
+        "--weights", type=Path, help="box-head weights file, .safetensors (option weights)"
+    )
+    parser.add_argument("--device", choices=("cpu", "cuda"), help="option device (default cpu)")
+    parser.add_argument(
+        "--search-size", type=int, help="search-region side in pixels (option search_size)"
     )
     parser.add_argument(
-        "--onnx", action="store_true", help="atom: run the backbone with ONNX Runtime"
+        "--onnx",
+        action="store_true",
+        help="run the backbone with ONNX Runtime (option backbone_runtime=onnx)",
+    )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"any option of the tracker, e.g. size_update_rate=0.5 ({OPTION_HELP})",
     )
     add_threads_argument(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -84,19 +101,25 @@ def _frames(source: Path) -> tuple[Iterator, int | None, float]:
     return read(), count, fps
 
 
+def tracker_options(args: argparse.Namespace) -> dict:
+    """The tracker options the command line gives: the named flags and every ``--option``."""
+    flags = {
+        "backbone": args.backbone,
+        "weights": args.weights,
+        "device": args.device,
+        "search_size": args.search_size,
+        "backbone_runtime": "onnx" if args.onnx else None,
+    }
+    options = {key: value for key, value in flags.items() if value is not None}
+    for item in args.option:
+        add_option(options, *parse_option(item), f"--option {item!r}")
+    return options
+
+
 def _build_tracker(args: argparse.Namespace):
     from ebmtrack.api import load_tracker
 
-    if args.tracker != "atom":
-        if args.weights is not None or args.search_size is not None or args.onnx:
-            raise CLIError("--weights, --search-size and --onnx apply to --tracker atom only")
-        return load_tracker(args.tracker)
-    params = {"device": args.device}
-    if args.search_size is not None:
-        params["search_size"] = args.search_size
-    if args.onnx:
-        params["backbone_runtime"] = "onnx"
-    return load_tracker("atom", weights=args.weights, backbone=args.backbone, **params)
+    return load_tracker(args.tracker, **tracker_options(args))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,8 +1,9 @@
 """From a frame pair to a training sample of the target-estimation network (ATOM, BMVC 2020).
 
-Both frames are cut into square crops of ``search_area_factor`` times the target's size
-(side ``ceil(factor * sqrt(w * h))`` of the jittered box, replicate padding), resized to
-``output_size``. The reference crop is centred on the target; the test crop's box is jittered in
+Both frames are cut into square crops of ``search_area_factor`` times the target's size (side
+``factor * sqrt(w * h)`` of the jittered box, the function the trackers crop with:
+:func:`~ebmtrack.ops.crop.search_region_side`; replicate padding), resized to ``output_size``.
+The reference crop is centred on the target; the test crop's box is jittered in
 centre and scale first, so that the target is off-centre and of varying size, as in tracking.
 Candidate boxes are then drawn around the test box:
 
@@ -39,8 +40,8 @@ from torch import Tensor
 
 from ebmtrack.data.sampler import FramePair, FrameSet
 from ebmtrack.ebm.noise import GaussianMixtureNoise
-from ebmtrack.ops.boxes import cxcywh_to_xywh, iou_xywh, perturb_boxes, xywh_to_cxcywh
-from ebmtrack.ops.crop import box_to_crop, crop_square
+from ebmtrack.ops.boxes import box_convert, iou_xywh, perturb_boxes
+from ebmtrack.ops.crop import box_to_crop, crop_search_region
 
 PROPOSAL_MODES = ("iou", "gmm")
 
@@ -69,11 +70,11 @@ def gmm_box_samples(
     Returns (num, 4) xywh boxes and the (num, 4) offsets they were made from.
     """
     offsets = noise.sample((num,), generator=generator).to(box.dtype)
-    center_size = xywh_to_cxcywh(box)
+    center_size = box_convert(box, "xywh", "cxcywh")
     size = center_size[2:]
     centers = center_size[:2] + offsets[:, :2] * size
     sizes = size * offsets[:, 2:].exp()
-    return cxcywh_to_xywh(torch.cat([centers, sizes], dim=-1)), offsets
+    return box_convert(torch.cat([centers, sizes], dim=-1), "cxcywh", "xywh"), offsets
 
 
 def _noise_table(sigmas: tuple[tuple[float, float], ...]) -> list[list[float]]:
@@ -103,9 +104,7 @@ def jittered_crop(
     if frame.ndim == 2:
         frame = np.repeat(frame[:, :, None], 3, axis=2)
     jittered = jitter_box(box, center_jitter_factor, scale_jitter_factor, rng)
-    side = math.ceil(search_area_factor * math.sqrt(float(np.prod(jittered[2:]))))
-    center = jittered[:2] + 0.5 * jittered[2:]
-    patch, matrix = crop_square(frame, (center[0], center[1]), side, output_size)
+    patch, matrix = crop_search_region(frame, jittered, search_area_factor, output_size)
     return patch, box_to_crop(box, matrix), matrix
 
 

@@ -26,25 +26,23 @@ from ebmtrack.data.datasets import Sequence, load_folder, read_boxes
 from ebmtrack.evaluation.plots import plot_success
 from ebmtrack.evaluation.render import GifBudget, GifWriter, Mp4Writer, draw_track
 from ebmtrack.evaluation.scoring import OTB_PROTOCOL, score_run
-from ebmtrack.models.runtime import torch_threads
+from ebmtrack.runtime import torch_threads
 from ebmtrack.tracking.base import Tracker, validate_box
 
 DEMO_CLIP = "Couple"
 DEMO_DATA = Path(__file__).resolve().parents[1] / "demo_data"
 # Sequences shipped for the demo, by data set layout: results on them are not held-out results.
 DEMO_SEQUENCES: dict[str, tuple[str, ...]] = {"otb": (DEMO_CLIP,)}
-_ATOM_DEFAULT_BACKBONE = "mobilenetv2"
-
-
 @dataclass(frozen=True)
 class DemoConfig:
     """What ``ebmtrack demo`` runs.
 
     Attributes:
         out: output folder (created).
-        tracker: tracker name (``atom``, or an OpenCV tracker of the registry).
-        weights: for ``atom``, the IoU-Net weights file (None: what ``load_tracker`` picks).
-        backbone: for ``atom``, the backbone name; None is the tracker's default.
+        tracker: a registered tracker name (:func:`ebmtrack.load_tracker`).
+        weights: the tracker's ``weights`` option (None: its default); refused by trackers
+            without one.
+        backbone: the tracker's ``backbone`` option (None: its default).
         video: write ``demo.mp4`` and ``demo.gif``.
         max_frames: track only the first max_frames frames (None: the whole clip).
         progress: show a progress bar.
@@ -127,22 +125,11 @@ def prepare_output_folder(out: str | Path) -> Path:
     return out
 
 
-def _backbone_of(config: DemoConfig) -> str | None:
-    """The backbone the tracker will use; None for trackers without one."""
-    if config.tracker == "atom":
-        return config.backbone or _ATOM_DEFAULT_BACKBONE
-    if config.backbone is not None:
-        raise ValueError(f"backbone applies to tracker 'atom' only, not {config.tracker!r}")
-    return None
-
-
 def _build_tracker(config: DemoConfig) -> Tracker:
     from ebmtrack.api import load_tracker
 
-    backbone = _backbone_of(config)
-    if backbone is None:
-        return load_tracker(config.tracker, weights=config.weights)
-    return load_tracker(config.tracker, weights=config.weights, backbone=backbone)
+    given = {"weights": config.weights, "backbone": config.backbone}
+    return load_tracker(config.tracker, **{k: v for k, v in given.items() if v is not None})
 
 
 def _write_boxes(path: Path, boxes: np.ndarray) -> None:
@@ -237,7 +224,7 @@ def run_demo(config: DemoConfig | None = None) -> DemoResult:
     # Scored from the file as written, so that anyone can recompute the numbers from it.
     scored = score_run(read_boxes(files["boxes"]), sequence, OTB_PROTOCOL, times)
     summary = scored.summary()
-    backbone = _backbone_of(config)
+    backbone = getattr(getattr(tracker, "params", None), "backbone", None)
     # ATOM without trained IoU-Net weights keeps the initial box size: say so next to the score.
     iou_refinement = getattr(getattr(tracker, "params", None), "use_iou_net", None)
     notes = [backbone] if backbone else []

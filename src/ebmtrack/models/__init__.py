@@ -10,8 +10,8 @@ import importlib
 _EXPORTS = {
     "AtomIoUNet": "iou_net",
     "IoUNetConfig": "iou_net",
-    "AtomClassifier": "classifier",
-    "ClassifierConfig": "classifier",
+    "AtomClassifier": "atom_classifier",
+    "ClassifierConfig": "atom_classifier",
     "load_model": "serialization",
     "save_model": "serialization",
     "read_model_config": "serialization",

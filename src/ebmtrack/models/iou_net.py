@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ebmtrack.ops.boxes import xywh_to_xyxy
+from ebmtrack.ops.boxes import box_convert
 from ebmtrack.ops.prroi_pool import prroi_pool
 
 __all__ = ["AtomIoUNet", "IoUNetConfig"]
@@ -109,7 +109,7 @@ def boxes_to_rois(boxes: Tensor) -> Tensor:
     batch, num = boxes.shape[:2]
     index = torch.arange(batch, device=boxes.device, dtype=boxes.dtype)
     index = index[:, None, None].expand(batch, num, 1)
-    return torch.cat([index, xywh_to_xyxy(boxes)], dim=-1).reshape(batch * num, 5)
+    return torch.cat([index, box_convert(boxes, "xywh", "xyxy")], dim=-1).reshape(batch * num, 5)
 
 
 class AtomIoUNet(nn.Module):

@@ -17,7 +17,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
 
-from ebmtrack.models.classifier import AtomClassifier, ClassifierConfig
+from ebmtrack.models.atom_classifier import AtomClassifier, ClassifierConfig
 from ebmtrack.models.dimp import DiMPClassifier, DiMPConfig
 from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
 

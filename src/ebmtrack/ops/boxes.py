@@ -7,6 +7,10 @@ Formats (all in pixels, last dimension of size 4, any leading dimensions):
 - ``xyxy``: (x1, y1, x2, y2) = (x, y, x + w, y + h).
 - ``cxcywh``: (cx, cy, w, h) with centre (x + w / 2, y + h / 2).
 - ``rel``: the ATOM / BMVC parametrisation B = (cx / w, cy / h, log w, log h).
+- ``ebm``: the BMVC box EBM's y = (cx / w0, cy / h0, log w, log h), relative to a reference size
+  (w0, h0) per example (``size_norm``, shape (B, 2); boxes (B, M, 4)).
+
+:func:`box_convert` converts between any two of them.
 """
 
 from __future__ import annotations
@@ -17,67 +21,107 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "BOX_FORMATS",
+    "box_convert",
     "box_iou",
     "clip_xywh",
-    "cxcywh_to_xywh",
     "elementwise_iou",
     "iou_xywh",
     "perturb_boxes",
-    "rel_to_xywh",
-    "xywh_to_cxcywh",
-    "xywh_to_rel",
-    "xywh_to_xyxy",
-    "xyxy_to_xywh",
 ]
 
+BOX_FORMATS = ("xyxy", "xywh", "cxcywh", "rel", "ebm")
 _FORMATS = ("xyxy", "xywh")
 
 
-def xywh_to_xyxy(boxes: Tensor) -> Tensor:
+def _xywh_to_xyxy(boxes: Tensor) -> Tensor:
     """(..., 4) (x, y, w, h) -> (..., 4) (x1, y1, x2, y2)."""
     xy, wh = boxes[..., :2], boxes[..., 2:]
     return torch.cat([xy, xy + wh], dim=-1)
 
 
-def xyxy_to_xywh(boxes: Tensor) -> Tensor:
+def _xyxy_to_xywh(boxes: Tensor) -> Tensor:
     """(..., 4) (x1, y1, x2, y2) -> (..., 4) (x, y, w, h); reversed corners give w or h < 0."""
     xy1, xy2 = boxes[..., :2], boxes[..., 2:]
     return torch.cat([xy1, xy2 - xy1], dim=-1)
 
 
-def xywh_to_cxcywh(boxes: Tensor) -> Tensor:
+def _xywh_to_cxcywh(boxes: Tensor) -> Tensor:
     """(..., 4) (x, y, w, h) -> (..., 4) (cx, cy, w, h) with cx = x + w / 2."""
     xy, wh = boxes[..., :2], boxes[..., 2:]
     return torch.cat([xy + 0.5 * wh, wh], dim=-1)
 
 
-def cxcywh_to_xywh(boxes: Tensor) -> Tensor:
+def _cxcywh_to_xywh(boxes: Tensor) -> Tensor:
     """(..., 4) (cx, cy, w, h) -> (..., 4) (x, y, w, h) with x = cx - w / 2."""
     cxy, wh = boxes[..., :2], boxes[..., 2:]
     return torch.cat([cxy - 0.5 * wh, wh], dim=-1)
 
 
-def xywh_to_rel(boxes: Tensor) -> Tensor:
+def _xywh_to_rel(boxes: Tensor) -> Tensor:
     """(..., 4) (x, y, w, h) -> (..., 4) (cx / w, cy / h, log w, log h); needs w, h > 0.
 
     The parametrisation of the BMVC 2020 paper (and ATOM's IoU refinement in relative units): a
     change of the first two entries moves the box by a fraction of its own size.
     """
-    cxcywh = xywh_to_cxcywh(boxes)
+    cxcywh = _xywh_to_cxcywh(boxes)
     wh = cxcywh[..., 2:]
     return torch.cat([cxcywh[..., :2] / wh, wh.log()], dim=-1)
 
 
-def rel_to_xywh(rel: Tensor) -> Tensor:
-    """(..., 4) (cx / w, cy / h, log w, log h) -> (..., 4) (x, y, w, h); inverse of xywh_to_rel."""
+def _rel_to_xywh(rel: Tensor) -> Tensor:
+    """(..., 4) (cx / w, cy / h, log w, log h) -> (..., 4) (x, y, w, h); inverse of _xywh_to_rel."""
     wh = rel[..., 2:].exp()
-    return cxcywh_to_xywh(torch.cat([rel[..., :2] * wh, wh], dim=-1))
+    return _cxcywh_to_xywh(torch.cat([rel[..., :2] * wh, wh], dim=-1))
+
+
+def _xywh_to_ebm(boxes: Tensor, size_norm: Tensor) -> Tensor:
+    rel = _xywh_to_rel(boxes)  # (cx / w, cy / h, log w, log h)
+    center = rel[..., :2] * rel[..., 2:].exp() / size_norm[:, None, :]
+    return torch.cat([center, rel[..., 2:]], dim=-1)
+
+
+def _ebm_to_xywh(y: Tensor, size_norm: Tensor) -> Tensor:
+    center = y[..., :2] * size_norm[:, None, :] / y[..., 2:].exp()
+    return _rel_to_xywh(torch.cat([center, y[..., 2:]], dim=-1))
+
+
+_TO_XYWH = {"xyxy": _xyxy_to_xywh, "cxcywh": _cxcywh_to_xywh, "rel": _rel_to_xywh}
+_FROM_XYWH = {"xyxy": _xywh_to_xyxy, "cxcywh": _xywh_to_cxcywh, "rel": _xywh_to_rel}
+
+
+def box_convert(
+    boxes: Tensor, in_fmt: str, out_fmt: str, size_norm: Tensor | None = None
+) -> Tensor:
+    """``boxes`` (..., 4) in format ``in_fmt`` -> the same boxes in ``out_fmt``.
+
+    Formats: :data:`BOX_FORMATS` (see the module's docstring). ``rel`` needs w, h > 0; ``ebm``
+    needs ``size_norm`` (B, 2), the reference (w0, h0) of each example, with boxes (B, M, 4).
+    Conversions go through ``xywh``; the same format in and out returns ``boxes`` itself.
+
+    Raises:
+        ValueError: an unknown format, or ``ebm`` without ``size_norm``.
+    """
+    for fmt in (in_fmt, out_fmt):
+        if fmt not in BOX_FORMATS:
+            raise ValueError(f"box format must be one of {BOX_FORMATS}, got {fmt!r}")
+    if "ebm" in (in_fmt, out_fmt) and size_norm is None:
+        raise ValueError("the 'ebm' box format needs size_norm, the (B, 2) reference sizes")
+    if in_fmt == out_fmt:
+        return boxes
+    if in_fmt == "ebm":
+        xywh = _ebm_to_xywh(boxes, size_norm)
+    else:
+        xywh = boxes if in_fmt == "xywh" else _TO_XYWH[in_fmt](boxes)
+    if out_fmt == "ebm":
+        return _xywh_to_ebm(xywh, size_norm)
+    return xywh if out_fmt == "xywh" else _FROM_XYWH[out_fmt](xywh)
 
 
 def _as_xyxy(boxes: Tensor, fmt: str) -> Tensor:
     if fmt not in _FORMATS:
         raise ValueError(f"fmt must be one of {_FORMATS}, got {fmt!r}")
-    return xywh_to_xyxy(boxes) if fmt == "xywh" else boxes
+    return _xywh_to_xyxy(boxes) if fmt == "xywh" else boxes
 
 
 def elementwise_iou(a: Tensor, b: Tensor, fmt: str = "xyxy") -> Tensor:
@@ -125,7 +169,7 @@ def clip_xywh(boxes: Tensor, image_size: Sequence[float]) -> Tensor:
     if len(image_size) != 2 or min(image_size) <= 0:
         raise ValueError(f"image_size must be a positive (H, W), got {tuple(image_size)!r}")
     height, width = (float(s) for s in image_size)
-    xyxy = xywh_to_xyxy(boxes)
+    xyxy = _xywh_to_xyxy(boxes)
     upper = xyxy.new_tensor([width, height, width, height])
     xyxy = torch.minimum(xyxy.clamp(min=0), upper)
     xy1, xy2 = xyxy[..., :2], xyxy[..., 2:]
@@ -181,7 +225,7 @@ def perturb_boxes(
     sigmas = box.new_tensor(list(sigma_factors))
     pick = torch.randint(len(sigmas), (num,), generator=generator, device=box.device)
     noise_std = sigmas[pick] * box[2:].prod().sqrt()  # (num,)
-    centre_size = xywh_to_cxcywh(box)
+    centre_size = _xywh_to_cxcywh(box)
     proposals = box.new_zeros(num, 4)
     ious = box.new_zeros(num)
     pending = torch.ones(num, dtype=torch.bool, device=box.device)
@@ -192,7 +236,7 @@ def perturb_boxes(
         noise = torch.randn((todo, 4), generator=generator, dtype=box.dtype, device=box.device)
         draw = centre_size + noise * noise_std[pending, None]
         draw = _replace_tiny_sizes(draw, box, generator)
-        draw = _replace_tiny_sizes(cxcywh_to_xywh(draw).round(), box, generator)
+        draw = _replace_tiny_sizes(_cxcywh_to_xywh(draw).round(), box, generator)
         proposals[pending] = draw
         ious[pending] = iou_xywh(draw, box)
         noise_std = torch.where(pending, noise_std * 0.9, noise_std)

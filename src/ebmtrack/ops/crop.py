@@ -9,6 +9,7 @@ image square ``[cx - side/2, cx + side/2] x [cy - side/2, cy + side/2]`` onto th
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import cv2
 import numpy as np
@@ -107,6 +108,22 @@ def crop_square(
         borderMode=cv2.BORDER_REPLICATE,
     )
     return patch, matrix
+
+
+def search_region_side(size: Sequence[float], search_area_scale: float) -> float:
+    """Side in pixels of the square search region around a target of ``size`` (w, h):
+    ``search_area_scale * sqrt(w h)``, not rounded. The trackers and training crop with it."""
+    return search_area_scale * math.sqrt(float(size[0]) * float(size[1]))
+
+
+def crop_search_region(
+    image: np.ndarray, box_xywh: Sequence[float], search_area_scale: float, output_size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The square search region around ``box_xywh`` (:func:`search_region_side`, centred on the
+    box), resized to ``output_size``; returns ``(patch, matrix)`` as :func:`crop_square`."""
+    x, y, w, h = (float(v) for v in box_xywh)
+    side = search_region_side((w, h), search_area_scale)
+    return crop_square(image, (x + w / 2, y + h / 2), side, output_size)
 
 
 def box_to_crop(box_xywh: np.ndarray, matrix: np.ndarray) -> np.ndarray:

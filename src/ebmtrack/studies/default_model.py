@@ -1,4 +1,4 @@
-"""Which loss trains the shipped IoU-Net best: ATOM's MSE, NCE+ or KLD-IS (issue 10, section 1).
+"""Which loss trains the shipped IoU-Net best: ATOM's MSE, NCE+ or KLD-IS.
 
 The same head (``default-cpu`` preset: frozen ImageNet MobileNetV2, half-width IoU-Net, 288-pixel
 crops) is trained with each loss on the same cached pairs for the same number of steps, then
@@ -12,7 +12,7 @@ compared on the held-out sequences of the preset's fold in three ways:
   exp(N(0, ``scale_sigma``))), the search region is cut around the perturbed box as the tracker
   cuts it around its previous estimate, and the tracker's own box estimation runs: random
   proposals around it, gradient ascent on the head's output, mean of the best three
-  (:mod:`ebmtrack.tracking.atom.refine`, parameters of :class:`AtomParams`), once with ATOM's
+  (:mod:`ebmtrack.tracking.box_refine`, parameters of :class:`AtomParams`), once with ATOM's
   step length and once with DiMP's (:data:`ASCENT_SETTINGS`). Reported: mean IoU with the ground
   truth before and after, and the share of boxes that got better.
 

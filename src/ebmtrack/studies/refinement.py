@@ -24,11 +24,12 @@ from torch import Tensor, nn
 from ebmtrack.data.datasets.sequence import Sequence
 from ebmtrack.ebm.sampling import gradient_ascent
 from ebmtrack.models.iou_net import AtomIoUNet
-from ebmtrack.ops.boxes import iou_xywh
-from ebmtrack.ops.crop import box_to_crop, crop_square
+from ebmtrack.ops.boxes import box_convert, iou_xywh
+from ebmtrack.ops.crop import box_to_crop, crop_search_region
 from ebmtrack.tracking.atom.params import AtomParams
-from ebmtrack.tracking.atom.refine import ascend_iou, jitter_proposals, select_box
-from ebmtrack.training.box_regression import BoxConditioning, BoxEnergy, boxes_to_ebm, ebm_to_boxes
+from ebmtrack.tracking.atom.refine import ascend_iou
+from ebmtrack.tracking.box_refine import jitter_proposals, select_box
+from ebmtrack.training.box_regression import BoxConditioning, BoxEnergy
 
 
 @dataclass(frozen=True)
@@ -142,9 +143,7 @@ def _search_crop(
     frame: np.ndarray, around: np.ndarray, boxes: list[np.ndarray], params: AtomParams
 ) -> tuple[Tensor, list[np.ndarray]]:
     """The tracker's search region centred on ``around`` (xywh) and ``boxes`` mapped into it."""
-    side = params.search_area_scale * math.sqrt(float(around[2] * around[3]))
-    center = (float(around[0] + around[2] / 2), float(around[1] + around[3] / 2))
-    patch, matrix = crop_square(frame, center, side, params.search_size)
+    patch, matrix = crop_search_region(frame, around, params.search_area_scale, params.search_size)
     image = torch.from_numpy(np.ascontiguousarray(patch)).permute(2, 0, 1).float()
     return image, [box_to_crop(box, matrix) for box in boxes]
 
@@ -252,7 +251,7 @@ def ebm_refine(
 ) -> Tensor:
     """The BMVC paper's prediction (appendix C.1): Algorithm S1 on the head's output from each
     start box alone, once per step length, in the box parametrisation of the EBM losses
-    (:func:`~ebmtrack.training.box_regression.boxes_to_ebm`) normalised by the start box's size
+    (:func:`~ebmtrack.ops.boxes.box_convert`) normalised by the start box's size
     (the truth is unknown at test time). The head's test features are computed once for all step
     lengths. Returns (N, G, 4) refined xywh boxes, G = ``len(step_lengths)``."""
     lengths = torch.as_tensor(step_lengths, dtype=torch.float32)
@@ -267,11 +266,11 @@ def ebm_refine(
     size_norm = starts[:, 2:]
     x = BoxConditioning(modulation, test, size_norm)
     scale = lengths.sqrt()
-    y_start = boxes_to_ebm(starts[:, None], size_norm)  # (N, 1, 4)
+    y_start = box_convert(starts[:, None], "xywh", "ebm", size_norm)  # (N, 1, 4)
     z_start = y_start.expand(-1, len(lengths), -1) / scale[None, :, None]
     energy = _StepScaledEnergy(BoxEnergy(iou_net), scale)
     z, _ = gradient_ascent(energy, x, z_start, num_iters, 1.0, decay)
-    return ebm_to_boxes(z * scale[None, :, None], size_norm)
+    return box_convert(z * scale[None, :, None], "ebm", "xywh", size_norm)
 
 
 def overlap_scores(start: Tensor, refined: Tensor, truth: Tensor) -> dict[str, float]:

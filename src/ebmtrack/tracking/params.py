@@ -73,7 +73,7 @@ class SearchRegionParams:
     Box size:
         update_scale_when_uncertain: change the size in ``uncertain`` frames too.
         size_update_rate: fraction of a size change taken per frame, in log space (1: the
-            papers'; below 1 damps size changes, :func:`~ebmtrack.tracking.atom.refine.
+            papers'; below 1 damps size changes, :func:`~ebmtrack.tracking.box_refine.
             blend_size`).
         num_random_proposals: random boxes added to the classifier's box for refinement.
         proposal_center_jitter, proposal_size_jitter: uniform noise widths, in sqrt(w h).

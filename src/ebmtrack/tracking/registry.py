@@ -1,4 +1,10 @@
-"""One registry of trackers by name, ours and OpenCV's, so that tools can create any of them.
+"""One registry of trackers by name, ours and OpenCV's: the one route from a name and options
+(``ebmtrack track``, ``ebmtrack eval``, ``ebmtrack.load_tracker``) to a tracker.
+
+Each of our tracker variants is a :class:`TrackerVariant`: a factory and the named parameter set
+it is built with (as pytracking's parameter files), so ``atom`` and ``atom-iounet`` are two
+entries over one factory. Options given by the caller override the parameter set's values; an
+option the variant does not take is refused, naming the valid ones.
 
 Factories must be picklable (module-level functions, classes or ``functools.partial`` of them):
 the evaluation runner sends them to worker processes. Trackers whose modules are slow to import
@@ -11,21 +17,80 @@ import functools
 import importlib
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ebmtrack.tracking.base import Tracker
-from ebmtrack.tracking.opencv import OPENCV_TRACKERS, OpenCVTracker
+from ebmtrack.tracking.opencv import MODEL_FILES, OPENCV_TRACKERS, OpenCVTracker
+
+__all__ = [
+    "LAZY_TRACKERS",
+    "TRACKERS",
+    "TrackerVariant",
+    "accepted_options",
+    "check_options",
+    "create_tracker",
+    "get_factory",
+    "register_tracker",
+    "tracker_names",
+]
 
 TrackerFactory = Callable[..., Tracker]
 
+
+@dataclass(frozen=True, eq=False)
+class TrackerVariant:
+    """A named tracker: ``factory`` called with the parameter set ``params``, which the caller's
+    options override.
+
+    Attributes:
+        factory: builds the tracker; keyword arguments only.
+        params: the variant's parameter values (fields of ``params_type``).
+        params_type: the parameter dataclass (with a ``names()`` class method), whose fields are
+            options besides the factory's own keyword arguments (weights files, backbone).
+        summary: what the variant is, in one line.
+        more_options: options the factory takes through ``**kwargs`` besides those.
+    """
+
+    factory: TrackerFactory
+    params: dict = field(default_factory=dict)
+    params_type: type | None = None
+    summary: str = ""
+    more_options: tuple[str, ...] = ()
+
+    def options(self) -> set[str]:
+        """The option names this variant takes."""
+        names = _keyword_names(self.factory) | set(self.more_options)
+        if self.params_type is not None:
+            names |= set(self.params_type.names())
+        return names
+
+    def __call__(self, **options) -> Tracker:
+        return self.factory(**{**self.params, **options})
+
+
+def _keyword_names(factory: Callable) -> set[str]:
+    return {
+        p.name
+        for p in inspect.signature(factory).parameters.values()
+        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+    }
+
+
 TRACKERS: dict[str, TrackerFactory] = {
-    kind: functools.partial(OpenCVTracker, kind) for kind in OPENCV_TRACKERS
+    kind: TrackerVariant(
+        functools.partial(OpenCVTracker, kind),
+        summary=f"OpenCV's {kind}",
+        more_options=tuple(MODEL_FILES.get(kind, ())),
+    )
+    for kind in OPENCV_TRACKERS
 }
 
 # name -> "module:factory", imported when the name is first asked for. A module may instead
 # register itself with register_tracker() when imported; either way works.
 LAZY_TRACKERS: dict[str, str] = {
-    "atom": "ebmtrack.tracking.atom.factory:create_atom_tracker",
-    "dimp-nce+": "ebmtrack.tracking.dimp.factory:create_dimp_tracker",
+    "atom": "ebmtrack.tracking.atom.factory:ATOM",
+    "atom-iounet": "ebmtrack.tracking.atom.factory:ATOM_IOUNET",
+    "dimp-nce+": "ebmtrack.tracking.dimp.factory:DIMP_NCE_PLUS",
 }
 
 
@@ -60,25 +125,34 @@ def get_factory(name: str) -> TrackerFactory:
         raise ValueError(f"unknown tracker {name!r}; valid trackers: {valid}") from None
 
 
+def tracker_names() -> list[str]:
+    """Every registered name, sorted."""
+    return sorted(set(TRACKERS) | set(LAZY_TRACKERS))
+
+
 def accepted_options(name: str) -> set[str]:
-    """Keyword options the factory of ``name`` accepts (empty if it takes ``**kwargs`` only)."""
-    signature = inspect.signature(get_factory(name))
-    return {
-        p.name
-        for p in signature.parameters.values()
-        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
-    }
+    """Keyword options the factory of ``name`` accepts (for a plain factory that also takes
+    ``**kwargs``, the named ones)."""
+    factory = get_factory(name)
+    if isinstance(factory, TrackerVariant):
+        return factory.options()
+    return _keyword_names(factory)
 
 
 def check_options(name: str, options: dict) -> None:
-    """Raise ValueError if the factory of ``name`` cannot take one of ``options``."""
-    parameters = inspect.signature(get_factory(name)).parameters.values()
-    if any(p.kind == p.VAR_KEYWORD for p in parameters):
-        return
-    unknown = sorted(set(options) - accepted_options(name))
+    """Raise ValueError if tracker ``name`` cannot take one of ``options`` (a plain factory that
+    takes ``**kwargs`` checks them itself)."""
+    factory = get_factory(name)
+    if not isinstance(factory, TrackerVariant):
+        parameters = inspect.signature(factory).parameters.values()
+        if any(p.kind == p.VAR_KEYWORD for p in parameters):
+            return
+    valid = accepted_options(name)
+    unknown = sorted(set(options) - valid)
     if unknown:
         raise ValueError(
-            f"tracker {name!r} has no option(s) {unknown}; valid: {sorted(accepted_options(name))}"
+            f"tracker {name!r} takes no option(s) {', '.join(unknown)}; "
+            f"its options: {', '.join(sorted(valid))}"
         )
 
 

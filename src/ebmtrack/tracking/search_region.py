@@ -8,7 +8,6 @@ work in that crop's pixels.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,11 +17,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ebmtrack.ops.crop import crop_square
-from ebmtrack.tracking.atom.localize import Localization, localize, upsample_scores
-from ebmtrack.tracking.atom.memory import SampleMemory
+from ebmtrack.ops.crop import crop_square, search_region_side
 from ebmtrack.tracking.augment import augmented_crops, dropout_copies
 from ebmtrack.tracking.base import validate_box
+from ebmtrack.tracking.localize import Localization, localize, upsample_scores
+from ebmtrack.tracking.memory import SampleMemory
 
 # The target centre may leave the frame by this fraction of its size (reference: inside_ratio 0.2).
 _CENTER_OUTSIDE = 0.3
@@ -108,7 +107,7 @@ class SearchRegionTracker:
     _image: Tensor
 
     def _side(self, size: np.ndarray) -> float:
-        return self.params.search_area_scale * math.sqrt(float(size[0] * size[1]))
+        return search_region_side(size, self.params.search_area_scale)
 
     def _to_tensor(self, crops: np.ndarray) -> Tensor:
         return torch.from_numpy(crops).to(self.device).permute(0, 3, 1, 2).float()

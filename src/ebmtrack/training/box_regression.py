@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from ebmtrack.ebm import get_loss
 from ebmtrack.models.iou_net import AtomIoUNet
-from ebmtrack.ops.boxes import rel_to_xywh, xywh_to_rel
+from ebmtrack.ops.boxes import box_convert
 
 # The recipes of appendix C.2 for the box head (M = 128 samples, noise/proposal mixture with
 # standard deviations 0.05 and 0.5 on every coordinate). The losses' own defaults are those of the
@@ -98,22 +98,6 @@ class BoxConditioning(NamedTuple):
         return self.size_norm.shape[:1]
 
 
-def boxes_to_ebm(boxes: Tensor, size_norm: Tensor) -> Tensor:
-    """xywh boxes (B, M, 4) -> ``y`` (B, M, 4) = (cx / w0, cy / h0, log w, log h).
-
-    ``size_norm`` (B, 2) holds each example's ``(w0, h0)``.
-    """
-    rel = xywh_to_rel(boxes)  # (cx / w, cy / h, log w, log h)
-    center = rel[..., :2] * rel[..., 2:].exp() / size_norm[:, None, :]
-    return torch.cat([center, rel[..., 2:]], dim=-1)
-
-
-def ebm_to_boxes(y: Tensor, size_norm: Tensor) -> Tensor:
-    """Inverse of :func:`boxes_to_ebm`: ``y`` (B, M, 4) -> xywh boxes (B, M, 4)."""
-    center = y[..., :2] * size_norm[:, None, :] / y[..., 2:].exp()
-    return rel_to_xywh(torch.cat([center, y[..., 2:]], dim=-1))
-
-
 class BoxEnergy(nn.Module):
     """The IoU-Net as an energy-based model: ``forward(x, y) -> f(x, y)`` of shape (B, M).
 
@@ -126,7 +110,7 @@ class BoxEnergy(nn.Module):
         self.iou_net = iou_net
 
     def forward(self, x: BoxConditioning, y: Tensor) -> Tensor:
-        boxes = ebm_to_boxes(y, x.size_norm)
+        boxes = box_convert(y, "ebm", "xywh", x.size_norm)
         return self.iou_net.predict_iou(x.modulation, x.test_features, boxes)
 
 
@@ -231,7 +215,7 @@ class BoxRegressionModule(nn.Module):
         else:
             size_norm = batch["test_box"][:, 2:]
             x = BoxConditioning(modulation, test_features, size_norm)
-            y = boxes_to_ebm(batch["test_box"][:, None, :], size_norm)[:, 0]
+            y = box_convert(batch["test_box"][:, None, :], "xywh", "ebm", size_norm)[:, 0]
             # A fresh wrapper, not a sub-module: registering it would store the head twice.
             loss = self.loss_fn(BoxEnergy(self.iou_net), x, y, **self.loss_params)
         if not self.training:  # in train mode an extra pass would move BatchNorm statistics

@@ -13,7 +13,7 @@ per step. The module may also define:
   unused parameters.
 
 Reproducibility: the data order of an epoch is a function of ``(seed, epoch)`` (see
-:func:`~ebmtrack.training.sampler.epoch_order`), and before every
+:func:`~ebmtrack.training.batch_sampler.epoch_order`), and before every
 step the global torch generator is seeded from ``(seed, step, rank)``, so every random draw
 inside the step is fixed too. A run resumed from the checkpoint of epoch ``k`` therefore repeats
 exactly what the uninterrupted run did after epoch ``k``.
@@ -35,6 +35,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
+from .batch_sampler import RankBatchSampler
 from .checkpoint import (
     Checkpoint,
     capture_rng_state,
@@ -47,8 +48,7 @@ from .checkpoint import (
 )
 from .config import TrainerConfig
 from .distributed import DistributedContext, all_reduce_mean, barrier, init_distributed
-from .metrics import MetricsLog
-from .sampler import RankBatchSampler
+from .running_metrics import MetricsLog
 
 
 class NonFiniteLossError(RuntimeError):

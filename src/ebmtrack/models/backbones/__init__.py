@@ -7,7 +7,7 @@ Usage::
     feats["features.6"], feats["features.13"]  # backbone.default_layers: strides 8 and 16
 
 For eager CPU inference, ``optimize_for_inference(backbone)`` folds BatchNorm and switches to
-channels-last; ``backbone.to_onnx_runtime()`` runs it with ONNX Runtime instead.
+channels-last; ``OnnxBackbone(backbone)`` runs it with ONNX Runtime instead.
 """
 
 from ebmtrack.models.backbones.base import Backbone, FeatureInfo, FrozenBatchNorm2d

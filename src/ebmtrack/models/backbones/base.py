@@ -171,12 +171,6 @@ class Backbone(nn.Module):
         last_layer = next(reversed(self.feature_info))
         return self.logits_from(self.forward(images, (last_layer,))[last_layer])
 
-    def to_onnx_runtime(self, layers: Iterable[str] | None = None, **kwargs):
-        """This backbone as an :class:`~ebmtrack.models.backbones.onnx_runtime.OnnxBackbone`."""
-        from ebmtrack.models.backbones.onnx_runtime import OnnxBackbone
-
-        return OnnxBackbone(self, layers=layers, **kwargs)
-
 
 def _weights_are_channels_last(module: nn.Module) -> bool:
     """Whether the first convolution's weight is stored channels-last (after ``.to(memory_format=

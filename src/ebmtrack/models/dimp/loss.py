@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ebmtrack.models.classifier import gaussian_labels
+from ebmtrack.models.atom_classifier import gaussian_labels
 from ebmtrack.models.dimp.layers import box_centers_in_cells
 
 __all__ = ["classification_loss", "hinge_mse", "score_labels"]

@@ -27,7 +27,7 @@ class AtomParams(SearchRegionParams):
 
     Classifier (eq. 2-3):
         projection_dim, filter_size, pelu_alpha, filter_reg, projection_reg: see
-            :class:`~ebmtrack.models.classifier.ClassifierConfig`.
+            :class:`~ebmtrack.models.atom_classifier.ClassifierConfig`.
         sigma_factor: label std = sigma_factor * sqrt(target area) in score cells.
         init_gn_iters, init_cg_iters: first-frame Gauss-Newton and CG (per GN) iterations.
         update_cg_iters: CG iterations of each filter update.
@@ -41,7 +41,7 @@ class AtomParams(SearchRegionParams):
         scale_factors: besides the search region itself, crop it this many times wider (e.g.
             ``(1 / 1.05, 1.05)``) and run the classifier on all of them in one batch; the region
             whose score peak is highest gives the position, and the scale interpolated between
-            the peaks (:func:`~ebmtrack.tracking.atom.localize.best_scale`) a size change,
+            the peaks (:func:`~ebmtrack.tracking.localize.best_scale`) a size change,
             taken at ``size_update_rate`` (the scale search of DSST / SiamFC). Empty: the size
             is kept (and refined by the IoU-Net when there is one, which excludes this).
     """

@@ -14,33 +14,29 @@ pixels, where the classifier (stride ``s``: score cell ``i`` at pixel ``s * i``)
 
 from __future__ import annotations
 
-import functools
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ebmtrack.models.backbones import optimize_for_inference
-from ebmtrack.models.backbones.base import Backbone
-from ebmtrack.models.classifier import (
+from ebmtrack.models.atom_classifier import (
     AtomClassifier,
     ClassifierConfig,
     fit_classifier,
     gaussian_labels,
     update_filter,
 )
+from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.models.precision import resolve_precision
 from ebmtrack.ops.crop import apply_matrix
-from ebmtrack.tracking.atom.localize import best_scale
-from ebmtrack.tracking.atom.memory import SampleMemory
 from ebmtrack.tracking.atom.params import AtomParams
-from ebmtrack.tracking.atom.refine import (
-    ascend_iou,
+from ebmtrack.tracking.atom.refine import ascend_iou
+from ebmtrack.tracking.base import TrackResult, TrackStatus
+from ebmtrack.tracking.box_refine import (
     blend_size,
     check_iou_net,
     fold_iou_net,
@@ -48,38 +44,12 @@ from ebmtrack.tracking.atom.refine import (
     select_box,
     window_test_features,
 )
-from ebmtrack.tracking.base import TrackResult, TrackStatus
+from ebmtrack.tracking.features import feature_extractor
+from ebmtrack.tracking.localize import best_scale
+from ebmtrack.tracking.memory import SampleMemory
 from ebmtrack.tracking.search_region import SearchRegionTracker
 
-__all__ = ["AtomTracker", "feature_extractor", "normalize_features"]
-
-
-def feature_extractor(
-    backbone: Backbone,
-    layers: tuple[str, ...],
-    runtime: str = "torch",
-    dtype: torch.dtype = torch.float32,
-) -> Callable[[Tensor], dict[str, Tensor]]:
-    """``images (B, 3, S, S) float 0-255 -> {layer: float32 features}`` for a tracker's
-    per-frame use.
-
-    ``runtime`` ``"onnx"``: ONNX Runtime on the CPU (float32); ``"torch"``: a private copy of
-    ``backbone`` with BatchNorm folded and channels-last (same features, about 1.5x faster on a
-    CPU), in ``dtype``: with ``torch.bfloat16`` the weights and activations are rounded to 8
-    significant bits (features within about 5 % of float32's) and the features come back as
-    float32.
-    """
-    if runtime == "onnx":
-        return backbone.to_onnx_runtime(layers)
-    fast = optimize_for_inference(backbone).to(dtype)
-    if dtype == torch.float32:
-        return functools.partial(fast, layers=layers)
-
-    def extract(images: Tensor) -> dict[str, Tensor]:
-        features = fast(images.to(dtype), layers=layers)
-        return {name: value.float() for name, value in features.items()}
-
-    return extract
+__all__ = ["AtomTracker", "normalize_features"]
 
 
 def normalize_features(features: Tensor) -> Tensor:
@@ -113,8 +83,8 @@ class AtomTracker(SearchRegionTracker):
 
     For speed the tracker runs private copies with BatchNorm folded in: the eager backbone via
     :func:`~ebmtrack.models.backbones.optimize_for_inference` (channels-last too) and the IoU-Net's
-    per-frame layers via :func:`~ebmtrack.tracking.atom.refine.fold_iou_net`, whose ascent takes
-    closed-form gradients (:class:`~ebmtrack.tracking.atom.iou_gradient.IoUGradient`). The same
+    per-frame layers via :func:`~ebmtrack.tracking.box_refine.fold_iou_net`, whose ascent takes
+    closed-form gradients (:class:`~ebmtrack.tracking.iou_gradient.IoUGradient`). The same
     numbers up to float rounding; the modules passed in are only moved to ``device`` and set to
     eval mode.
 

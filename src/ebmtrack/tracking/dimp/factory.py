@@ -13,8 +13,9 @@ from ebmtrack.models.dimp import DiMPClassifier, DiMPConfig
 from ebmtrack.models.serialization import load_model
 from ebmtrack.tracking.dimp.params import DiMPParams
 from ebmtrack.tracking.dimp.tracker import DiMPTracker
+from ebmtrack.tracking.registry import TrackerVariant
 
-__all__ = ["create_dimp_tracker"]
+__all__ = ["DIMP_NCE_PLUS", "create_dimp_tracker"]
 
 logger = logging.getLogger("ebmtrack")
 
@@ -94,3 +95,12 @@ def create_dimp_tracker(
             torch.manual_seed(dimp_params.seed)
             classifier = DiMPClassifier(DiMPConfig.for_backbone(net))
     return DiMPTracker(net, classifier, box_head, dimp_params)
+
+
+DIMP_NCE_PLUS = TrackerVariant(
+    create_dimp_tracker,
+    {},
+    DiMPParams,
+    "DiMP's classifier with the box refined by an EBM head trained with NCE+ (both shipped "
+    "for MobileNetV2)",
+)

@@ -7,10 +7,10 @@ in, ``y = (cx / w0, cy / h0, log w, log h)`` (crop pixels, ``(w0, h0)`` a fixed 
 size of the box the classifier proposes, as the reference tracker's ``sz_norm``).
 
 The value and gradient of f come in closed form from
-:class:`~ebmtrack.tracking.atom.iou_gradient.IoUGradient` (a few matrix products per step instead
+:class:`~ebmtrack.tracking.iou_gradient.IoUGradient` (a few matrix products per step instead
 of a few hundred autograd operations) behind a custom autograd function, so that the generic
 :func:`ebmtrack.ebm.sampling.gradient_ascent` runs Algorithm S1 on it unchanged: autograd only
-chains d f / d box to d f / d y through :func:`~ebmtrack.training.box_regression.ebm_to_boxes`.
+chains d f / d box to d f / d y through :func:`~ebmtrack.ops.boxes.box_convert`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import torch
 from torch import Tensor, nn
 
 from ebmtrack.ebm.sampling import check_candidates, gradient_ascent, score_and_grad
-from ebmtrack.tracking.atom.iou_gradient import IoUGradient
+from ebmtrack.ops.boxes import box_convert
 from ebmtrack.tracking.dimp.params import STEP_RULES
-from ebmtrack.training.box_regression import boxes_to_ebm, ebm_to_boxes
+from ebmtrack.tracking.iou_gradient import IoUGradient
 
 __all__ = ["FrameBoxEnergy", "ascend_boxes", "fixed_step_ascent"]
 
@@ -61,7 +61,7 @@ class FrameBoxEnergy(nn.Module):
         check_candidates(size_norm, y)
         if y.shape[0] != 1:
             raise ValueError(f"y must hold one frame's boxes (1, M, 4), got {tuple(y.shape)}")
-        boxes = ebm_to_boxes(y, size_norm)[0]
+        boxes = box_convert(y, "ebm", "xywh", size_norm)[0]
         return _ClosedFormScore.apply(boxes, self.score)[None]
 
 
@@ -112,10 +112,10 @@ def ascend_boxes(
     if rule not in STEP_RULES:
         raise ValueError(f"rule must be one of {', '.join(STEP_RULES)}, got {rule!r}")
     norm = size_norm.reshape(1, 2).to(boxes)
-    y0 = boxes_to_ebm(boxes[None], norm)
+    y0 = box_convert(boxes[None], "xywh", "ebm", norm)
     lam = torch.tensor([step_length[0]] * 2 + [step_length[1]] * 2, dtype=y0.dtype)
     if rule == "s1":
         y, values = gradient_ascent(energy, norm, y0, steps, lam.to(y0.device), decay)
     else:
         y, values = fixed_step_ascent(energy, norm, y0, steps, lam.to(y0.device))
-    return ebm_to_boxes(y, norm)[0], values[0]
+    return box_convert(y, "ebm", "xywh", norm)[0], values[0]

@@ -32,9 +32,8 @@ from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.dimp import DiMPClassifier
 from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.ops.crop import box_from_crop, box_to_crop
-from ebmtrack.tracking.atom.iou_gradient import IoUGradient
-from ebmtrack.tracking.atom.memory import SampleMemory
-from ebmtrack.tracking.atom.refine import (
+from ebmtrack.tracking.base import TrackResult, TrackStatus
+from ebmtrack.tracking.box_refine import (
     blend_size,
     check_iou_net,
     fold_iou_net,
@@ -42,10 +41,11 @@ from ebmtrack.tracking.atom.refine import (
     select_box,
     window_test_features,
 )
-from ebmtrack.tracking.atom.tracker import feature_extractor
-from ebmtrack.tracking.base import TrackResult, TrackStatus
 from ebmtrack.tracking.dimp.params import DiMPParams
 from ebmtrack.tracking.dimp.refine import FrameBoxEnergy, ascend_boxes
+from ebmtrack.tracking.features import feature_extractor
+from ebmtrack.tracking.iou_gradient import IoUGradient
+from ebmtrack.tracking.memory import SampleMemory
 from ebmtrack.tracking.search_region import SearchRegionTracker
 
 __all__ = ["DiMPTracker"]
@@ -74,8 +74,8 @@ class DiMPTracker(SearchRegionTracker):
         params: :class:`DiMPParams`; its ``backbone`` name is informational here.
 
     The modules are moved to ``device`` and set to eval mode; the box head runs as a private
-    BatchNorm-folded copy (:func:`~ebmtrack.tracking.atom.refine.fold_iou_net`), the backbone as
-    ATOM's (:func:`~ebmtrack.tracking.atom.tracker.feature_extractor`). After each :meth:`track`
+    BatchNorm-folded copy (:func:`~ebmtrack.tracking.box_refine.fold_iou_net`), the backbone as
+    ATOM's (:func:`~ebmtrack.tracking.features.feature_extractor`). After each :meth:`track`
     call ``last_timings`` holds the seconds spent in ``crop``, ``backbone``, ``classifier``
     (features, scores, localisation), ``box`` (refinement) and ``update`` (memory, filter).
     """

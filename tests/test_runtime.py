@@ -4,7 +4,7 @@ import sys
 import pytest
 import torch
 
-from ebmtrack.models.runtime import retain_freed_memory, torch_threads
+from ebmtrack.runtime import retain_freed_memory, torch_threads
 
 
 @pytest.mark.skipif(

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ebmtrack.models.classifier import (
+from ebmtrack.models.atom_classifier import (
     AtomClassifier,
     ClassifierConfig,
     FilterLinearization,

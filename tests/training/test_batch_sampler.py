@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from ebmtrack.training.sampler import RankBatchSampler, epoch_order
+from ebmtrack.training.batch_sampler import RankBatchSampler, epoch_order
 
 
 def test_ranks_split_each_global_batch_of_the_single_process_run():

@@ -1,7 +1,7 @@
 """From the classifier's score map to a target position and a status (ATOM's localisation step).
 
 Score cell ``i`` of a map with stride ``s`` sits at crop pixel ``s * i`` (see
-:mod:`ebmtrack.models.classifier`). The map is upsampled with bicubic interpolation on the grid
+:mod:`ebmtrack.models.atom_classifier`). The map is upsampled with bicubic interpolation on the grid
 of cell positions (``align_corners=True``), so fine cell ``k`` of factor ``f`` sits at pixel
 ``s * k / f``. The reference interpolates with a DFT to one value per crop pixel; bicubic on the
 small map costs far less, gives the same peak to within a fraction of a cell on smooth maps, and

@@ -1,0 +1,43 @@
+"""A tracker's per-frame feature extraction: the backbone prepared for inference."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from ebmtrack.models.backbones import optimize_for_inference
+from ebmtrack.models.backbones.base import Backbone
+from ebmtrack.models.backbones.onnx_runtime import OnnxBackbone
+
+__all__ = ["feature_extractor"]
+
+
+def feature_extractor(
+    backbone: Backbone,
+    layers: tuple[str, ...],
+    runtime: str = "torch",
+    dtype: torch.dtype = torch.float32,
+) -> Callable[[Tensor], dict[str, Tensor]]:
+    """``images (B, 3, S, S) float 0-255 -> {layer: float32 features}`` for a tracker's
+    per-frame use.
+
+    ``runtime`` ``"onnx"``: ONNX Runtime on the CPU (float32); ``"torch"``: a private copy of
+    ``backbone`` with BatchNorm folded and channels-last (same features, about 1.5x faster on a
+    CPU), in ``dtype``: with ``torch.bfloat16`` the weights and activations are rounded to 8
+    significant bits (features within about 5 % of float32's) and the features come back as
+    float32.
+    """
+    if runtime == "onnx":
+        return OnnxBackbone(backbone, layers=layers)
+    fast = optimize_for_inference(backbone).to(dtype)
+    if dtype == torch.float32:
+        return functools.partial(fast, layers=layers)
+
+    def extract(images: Tensor) -> dict[str, Tensor]:
+        features = fast(images.to(dtype), layers=layers)
+        return {name: value.float() for name, value in features.items()}
+
+    return extract

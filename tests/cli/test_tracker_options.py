@@ -1,0 +1,144 @@
+"""One route for tracker options: ``ebmtrack track``, ``ebmtrack eval`` and
+``ebmtrack.load_tracker`` pass the same options to the same registry, and refuse the same ones
+with the same message."""
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+import ebmtrack
+from ebmtrack.cli.main import main
+from ebmtrack.tracking import registry
+from ebmtrack.tracking.atom.params import AtomParams
+from ebmtrack.weights import default_model, nce_box_head
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    """An OTB-layout folder with one 3-frame sequence, ``Square``."""
+    sequence = tmp_path / "data" / "Square"
+    (sequence / "img").mkdir(parents=True)
+    frame = np.zeros((60, 80, 3), np.uint8)
+    frame[20:40, 30:50] = 200
+    for k in range(3):
+        cv2.imwrite(str(sequence / "img" / f"{k + 1:04d}.png"), frame)
+    (sequence / "groundtruth_rect.txt").write_text("30,20,20,20\n" * 3)
+    return sequence.parent
+
+
+def _track(dataset, tracker, *flags):
+    return ["track", str(dataset / "Square"), "--init", "30,20,20,20", "--tracker", tracker, *flags]
+
+
+def _eval(dataset, tmp_path, tracker, *flags):
+    out = str(tmp_path / "out")
+    return ["eval", str(dataset), "--trackers", tracker, "--out", out, "--workers", "0", *flags]
+
+
+def _one_error(capsys, command):
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"ebmtrack {command}: error: "), lines
+    return lines[0].split(": error: ", 1)[1]
+
+
+REFUSED = [
+    # (tracker, options for load_tracker, track flags, eval flags)
+    (
+        "csrt",
+        {"backbone": "resnet50"},
+        ["--backbone", "resnet50"],
+        ["--option", "csrt.backbone=resnet50"],
+    ),
+    ("kcf", {"search_size": 96}, ["--search-size", "96"], ["--option", "kcf.search_size=96"]),
+    ("atom", {"box_steps": 3}, ["--option", "box_steps=3"], ["--option", "atom.box_steps=3"]),
+    ("atom", {"search_size": 100}, ["--search-size", "100"], ["--option", "atom.search_size=100"]),
+    (
+        "dimp-nce+",
+        {"backbone": "vgg"},
+        ["--backbone", "vgg"],
+        ["--option", "dimp-nce+.backbone=vgg"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("tracker", "options", "track_flags", "eval_flags"), REFUSED)
+def test_the_same_options_are_refused_with_the_same_message(
+    dataset, tmp_path, capsys, tracker, options, track_flags, eval_flags
+):
+    with pytest.raises(ValueError) as error:
+        ebmtrack.load_tracker(tracker, **options)
+    message = str(error.value)
+    assert main(_track(dataset, tracker, *track_flags)) == 2
+    assert _one_error(capsys, "track") == message
+    assert main(_eval(dataset, tmp_path, tracker, *eval_flags)) == 2
+    assert _one_error(capsys, "eval") == message
+
+
+def test_weights_are_refused_where_they_mean_nothing(dataset, tmp_path, capsys):
+    weights = str(default_model().iou_net)
+    with pytest.raises(ValueError, match="use tracker 'atom-iounet'") as error:
+        ebmtrack.load_tracker("atom", weights=weights)
+    assert main(_track(dataset, "atom", "--weights", weights)) == 2
+    assert _one_error(capsys, "track") == str(error.value)
+    assert main(_eval(dataset, tmp_path, "atom", "--weights", weights)) == 2
+    assert _one_error(capsys, "eval") == str(error.value)
+    assert main(_eval(dataset, tmp_path, "csrt", "--weights", weights)) == 2
+    assert _one_error(capsys, "eval").startswith("tracker 'csrt' takes no option(s) weights")
+    both = ["--weights", weights, "--option", f"atom-iounet.weights={weights}"]
+    assert main(_eval(dataset, tmp_path, "atom-iounet", *both)) == 2
+    assert "given twice" in _one_error(capsys, "eval")
+
+
+def test_the_issue_case_device_and_backbone_are_not_ignored(dataset, capsys):
+    # Once, these two flags were dropped for any tracker but atom: it ran MobileNetV2 on the CPU.
+    flags = ["--device", "cuda", "--backbone", "resnet50"]
+    assert main(_track(dataset, "dimp-nce+", *flags)) == 2
+    expected = "CUDA is not available" if not torch.cuda.is_available() else "resnet50"
+    assert expected in _one_error(capsys, "track")
+
+
+def _probe(**options):
+    raise ValueError(f"probe built with {sorted(options.items())}")
+
+
+def test_every_flag_reaches_the_tracker(dataset, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(registry, "TRACKERS", dict(registry.TRACKERS))
+    registry.register_tracker(
+        "probe", registry.TrackerVariant(_probe, {"seed": 1}, AtomParams, more_options=("weights",))
+    )
+    flags = ["--backbone", "resnet50", "--device", "cuda", "--search-size", "96", "--onnx"]
+    flags += ["--weights", "w.safetensors", "--option", "seed=3", "--option", "aug_flip=false"]
+    assert main(_track(dataset, "probe", *flags)) == 2
+    received = _one_error(capsys, "track")
+    expected = {
+        "backbone": "resnet50",
+        "device": "cuda",
+        "search_size": 96,
+        "backbone_runtime": "onnx",
+        "seed": 3,
+        "aug_flip": False,
+    }
+    for key, value in expected.items():
+        assert f"('{key}', {value!r})" in received
+    assert f"('weights', {Path('w.safetensors')!r})" in received
+    # eval passes the same options the same way.
+    options = [f"probe.{k}={v}" for k, v in expected.items()]
+    eval_flags = [flag for item in options for flag in ("--option", item)]
+    assert main(_eval(dataset, tmp_path, "probe", *eval_flags, "--weights", "w.safetensors")) == 2
+    assert _one_error(capsys, "eval") == received
+    with pytest.raises(ValueError) as error:
+        ebmtrack.load_tracker("probe", weights=Path("w.safetensors"), **expected)
+    assert str(error.value) == received
+
+
+def test_box_head_weights_are_taken_by_every_route(dataset, tmp_path, capsys):
+    weights = str(nce_box_head())
+    tracker = ebmtrack.load_tracker("dimp-nce+", weights=weights, search_size=96)
+    assert tracker.box_head is not None
+    assert main(_track(dataset, "dimp-nce+", "--weights", weights, "--search-size", "96")) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 3
+    flags = ["--weights", weights, "--option", "dimp-nce+.search_size=96", "--no-progress"]
+    assert main(_eval(dataset, tmp_path, "dimp-nce+", *flags)) == 0

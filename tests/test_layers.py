@@ -1,0 +1,151 @@
+"""The package's layer contract: every module imports on its own, and imports point one way.
+
+Layers, each allowed to import only the ones below it (docs/architecture.md)::
+
+    cli
+    studies
+    evaluation, training
+    api                              (ebmtrack.load_tracker)
+    tracking, data
+    models
+    ops, optim, ebm, runtime, weights
+
+Inside ``tracking``, the shared modules import neither ``atom`` nor ``dimp``, and those two do not
+import each other. Imports inside functions count too: a lazy import is still a dependency.
+"""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import ebmtrack
+
+PACKAGE = Path(ebmtrack.__file__).resolve().parent
+
+RANKS = {
+    "ops": 0,
+    "optim": 0,
+    "ebm": 0,
+    "runtime": 0,
+    "weights": 0,
+    "models": 1,
+    "tracking": 2,
+    "data": 2,
+    "api": 3,
+    "evaluation": 4,
+    "training": 4,
+    "studies": 5,
+    "cli": 6,
+}
+TRACKERS = ("atom", "dimp")  # the subpackages of tracking that hold one tracker each
+
+
+def module_names() -> list[str]:
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = ("ebmtrack", *path.relative_to(PACKAGE).with_suffix("").parts)
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def imported_modules(name: str) -> set[str]:
+    """The ebmtrack modules (or packages) that module ``name`` imports, anywhere in its code."""
+    path = PACKAGE.joinpath(*name.split(".")[1:])
+    is_package = path.is_dir()
+    path = path / "__init__.py" if is_package else path.with_suffix(".py")
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[: len(base) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module
+            # ``from ebmtrack import weights``: the imported name may be a module itself.
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return {m for m in found if m.startswith("ebmtrack.")}
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in RANKS else None
+
+
+def _tracker(module: str) -> str | None:
+    parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "tracking":
+        return parts[2] if parts[2] in TRACKERS else ""
+    return None
+
+
+def test_every_module_has_a_layer():
+    unplaced = [m for m in module_names() if m != "ebmtrack" and _layer(m) is None]
+    assert not unplaced, f"modules outside every layer (add them to RANKS): {unplaced}"
+
+
+def test_imports_point_down_the_layers():
+    wrong = []
+    for name in module_names():
+        source = _layer(name)
+        if source is None:  # the package root: lazy attributes only
+            continue
+        for target in imported_modules(name):
+            layer = _layer(target)
+            if layer is None or layer == source:
+                continue
+            if RANKS[layer] >= RANKS[source]:
+                wrong.append(f"{name} imports {target}")
+    assert not wrong, "imports against the layer order:\n" + "\n".join(sorted(wrong))
+
+
+def test_trackers_hold_only_their_own_code():
+    wrong = []
+    for name in module_names():
+        own = _tracker(name)
+        if own is None:
+            continue
+        for target in imported_modules(name):
+            other = _tracker(target)
+            if other and other != own:
+                wrong.append(f"{name} imports {target}")
+    assert not wrong, "shared tracking code depends on one tracker:\n" + "\n".join(wrong)
+
+
+def test_the_contract_sees_imports():
+    # The checks above would pass on an empty import list: make sure they read real ones.
+    assert "ebmtrack.tracking.search_region" in imported_modules("ebmtrack.tracking.atom.tracker")
+    assert "ebmtrack.weights" in imported_modules("ebmtrack.tracking.dimp.factory")
+    assert _layer("ebmtrack.cli.main") == "cli" and _tracker("ebmtrack.tracking.memory") == ""
+
+
+_IMPORT_EACH = """
+import importlib, sys
+failed = []
+for name in sys.argv[1:]:
+    for loaded in [m for m in sys.modules if m == "ebmtrack" or m.startswith("ebmtrack.")]:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except Exception as error:
+        failed.append(f"{name}: {type(error).__name__}: {error}")
+print("\\n".join(failed))
+sys.exit(1 if failed else 0)
+"""
+
+
+def test_every_module_imports_first_in_a_fresh_interpreter():
+    # Each module is imported with no ebmtrack module loaded before it (third-party packages stay
+    # loaded: starting a new interpreter per module would take minutes), which finds the import
+    # cycles that the test session's own import order hides.
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORT_EACH, *module_names()],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
