@@ -33,9 +33,14 @@ def test_samples_have_the_mixture_variance_per_dimension():
     assert torch.allclose(samples.mean(0), torch.zeros(2), atol=0.01)
 
 
-def test_log_prob_is_finite_far_in_the_tails():
-    noise = GaussianMixtureNoise((0.01, 0.02))
-    assert torch.isfinite(noise.log_prob(torch.tensor([[100.0]]))).all()
+def test_log_prob_is_exact_far_in_the_tails():
+    # exp of either component's log-density underflows: the log-sum-exp must still be exact
+    # (sigmas are powers of two, exact in the float32 table)
+    noise = GaussianMixtureNoise((2**-6, 2**-5))
+    wide = -0.5 * (8.0 / 2**-5) ** 2 - math.log(2**-5) - 0.5 * math.log(2 * math.pi)
+    expected = wide - math.log(2)  # the narrow component is exp(-98304) times smaller
+    got = noise.log_prob(torch.tensor([[8.0]], dtype=torch.float64)).item()
+    assert got == pytest.approx(expected, rel=1e-14)
 
 
 @pytest.mark.parametrize("sigmas", [(0.1, -0.2), (0.0,), [[0.1, 0.2, 0.3]], float("nan")])

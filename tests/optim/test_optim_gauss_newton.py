@@ -105,7 +105,8 @@ def test_zero_iterations_and_exact_start_are_stable():
     assert all(torch.isfinite(p).all() for p in result.params)
     torch.testing.assert_close(torch.cat([p.flatten() for p in result.params]), solution)
     none = gauss_newton_cg(residuals, start, 0, 5)
-    assert none.losses.shape == (1,)
+    assert none.losses.shape == (1,)  # the loss at the start only
+    torch.testing.assert_close(none.losses[0], 0.5 * residuals(start).pow(2).sum())
 
 
 def test_rejects_bad_options():

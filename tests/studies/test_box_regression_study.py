@@ -184,3 +184,101 @@ def test_evaluation_resumes_and_the_report_holds_the_key_differences(tmp_path, m
     assert (tmp_path / "m-curve.png").stat().st_size > 0
     study.run_study(tmp_path, config, train=False)
     assert evaluated == ["AtomIoUNet"]  # nothing left to evaluate
+
+
+def test_every_run_is_trained_once_per_seed_with_its_seed(monkeypatch, tmp_path):
+    config = study.StudyConfig(seeds=(1, 2))
+    runs = study.run_losses(config)
+    one_seed = study.run_losses(study.StudyConfig())
+    assert len(runs) == 2 * len(one_seed) and set(one_seed) <= set(runs)
+    assert runs["nce+-seed2"] == runs["nce+"] and "curve-kld-is-m4-seed2" in runs
+    assert study.split_run("curve-nce+-m1-seed2") == ("curve-nce+-m1", 2)
+    assert study.split_run("ml-mcmc-8") == ("ml-mcmc-8", 1)
+    for name in ("nce+", "nce+-seed2", "curve-nce+-m1-seed2"):
+        trainer = study.experiment_config(name, runs[name], config, tmp_path).trainer
+        assert trainer.seed == study.split_run(name)[1]
+        assert trainer.samples_per_epoch == (1024 if name.startswith("curve") else 2048)
+    trained = []
+    monkeypatch.setattr(study, "train_run", lambda name, exp, d: trained.append(name) or "done")
+    study.run_study(tmp_path, config, only=("nce+", "mse-seed2"), evaluate=False)
+    assert trained == ["nce+", "nce+-seed2", "mse-seed2"]  # a method's name: all its seeds
+    with pytest.raises(ValueError, match="seeds"):
+        study.StudyConfig(seeds=(1, 1))
+    with pytest.raises(ValueError, match="seeds"):
+        study.StudyConfig(seeds=())
+
+
+def test_bad_seeds_option_is_refused_in_one_line(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        study.main(["--out", str(tmp_path / "out"), "--seeds", "1,x"])
+    assert exit_info.value.code == 2
+    assert "--seeds" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert not (tmp_path / "out").exists()
+
+
+def _seed_row(ious_per_sequence):
+    ious = [v for sequence in ious_per_sequence for v in sequence]
+    return {
+        "iou_after": float(np.mean(ious)),
+        "ious_after": ious,
+        "sequences": ["a", "b"][: len(ious_per_sequence)],
+        "sequence_boxes": [len(sequence) for sequence in ious_per_sequence],
+    }
+
+
+def test_seed_summary_averages_sequence_means_with_spreads_over_seeds_and_sequences():
+    # Sequence a has 1 box, b has 3: a mean over sequences, not over boxes (that would be 0.675).
+    first = {1: _seed_row([[0.9], [0.5, 0.6, 0.7]]), 2: _seed_row([[0.7], [0.6, 0.6, 0.6]])}
+    summary = study.seed_summary([*first.values(), {"failed": "nan"}])
+    assert summary["per_seed"] == pytest.approx([0.75, 0.65])
+    assert summary["mean"] == pytest.approx(0.70)
+    assert summary["std_over_seeds"] == pytest.approx(0.1 / np.sqrt(2))
+    assert summary["per_sequence"] == pytest.approx({"a": 0.8, "b": 0.6})
+    assert summary["se_over_sequences"] == pytest.approx(0.1)  # std(0.8, 0.6) / sqrt(2)
+    assert summary["num_seeds"] == 2 and summary["failed_seeds"] == 1
+    second = {1: _seed_row([[0.8], [0.5, 0.5, 0.5]]), 2: _seed_row([[0.6], [0.6, 0.6, 0.6]])}
+    diff = study.seed_difference(first, second)
+    assert diff["mean"] == pytest.approx(0.075)  # per seed: 0.1, 0.05
+    assert diff["std_over_seeds"] == pytest.approx(0.05 / np.sqrt(2))
+    assert diff["se_over_sequences"] == pytest.approx(0.025)  # per sequence: 0.1, 0.05
+    # one seed: no spread over seeds; no common seed: nothing
+    alone = study.seed_summary([first[1]])
+    assert alone["std_over_seeds"] is None and alone["mean"] == pytest.approx(0.75)
+    assert study.seed_difference({1: first[1]}, {2: second[2]}) == {}
+    assert study.seed_summary([{"iou_after": 0.7, "ious_after": [0.7]}]) == {}  # no sequences
+
+
+def test_evaluation_records_sequences_and_the_report_covers_the_seeds(tmp_path):
+    truths = [torch.tensor([[50.0, 60.0, 40.0, 30.0]]).repeat(n, 1) for n in (2, 3)]
+    starts = [t + torch.tensor([4.0, -3.0, 5.0, 2.0]) for t in truths]
+    sets = [
+        RefinementSamples(name, [None, None], None, [t, None], s, t)
+        for name, s, t in zip(("a", "b"), starts, truths)
+    ]
+    config = study.StudyConfig(seeds=(1, 3), step_lengths=(1e-12, 0.1))
+    result = study.evaluate_head(QuadraticBoxEnergy(), {"tuning": sets, "test": sets}, config)
+    assert result["sequences"] == ["a", "b"] and result["sequence_boxes"] == [2, 3]
+    assert result["step_length"] == 0.1 and len(result["ious_after"]) == 5
+    rows = {
+        "nce+": _seed_row([[0.8, 0.8], [0.7, 0.7, 0.7]]),
+        "nce+-seed3": _seed_row([[0.9, 0.9], [0.6, 0.6, 0.6]]),
+        "kld-is": _seed_row([[0.8, 0.8], [0.6, 0.6, 0.6]]),
+        "kld-is-seed3": result,
+    }
+    for name, row in rows.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / study.RESULT_FILE).write_text(
+            json.dumps(
+                {**row, "improved": 0.5, "step_length": 1e-3, "above_50": 1.0, "above_75": 0.5}
+            )  # fmt: skip
+        )
+    record = study.write_report(tmp_path, config)
+    assert record["over_seeds"]["nce+"]["mean"] == pytest.approx(0.75)
+    assert record["over_seeds"]["nce+"]["std_over_seeds"] == pytest.approx(0.0)
+    assert record["over_seeds"]["kld-is"]["per_seed"][1] == pytest.approx(
+        np.mean([np.mean(result["ious_after"][:2]), np.mean(result["ious_after"][2:])])
+    )
+    assert record["over_seeds_differences"]["nce+ - kld-is"]["num_seeds"] == 2
+    report = (tmp_path / "report.md").read_text()
+    assert "| nce+ | 2 | 0 | 0.7500 | 0.0000 |" in report
+    assert "| nce+ | 128 |" in report  # the main table shows the first seed's run

@@ -8,7 +8,8 @@ import torch
 from ebmtrack.cli.main import main
 from ebmtrack.studies.regression1d import StudyConfig, parse_methods, planned_runs, run_study
 from ebmtrack.studies.regression1d.data import sample_dataset, true_density
-from ebmtrack.studies.regression1d.kl import grid_kl_divergence
+from ebmtrack.studies.regression1d.floors import smoothed_target_kl, smoothed_true_density
+from ebmtrack.studies.regression1d.kl import evaluation_grid, grid_kl_divergence
 from ebmtrack.studies.regression1d.model import Regression1dEnergy, _Network
 from ebmtrack.studies.regression1d.report import best_mean, summarize, write_tables
 from ebmtrack.studies.regression1d.train import TrainConfig, train_model
@@ -155,3 +156,25 @@ def test_bad_study_arguments(capsys, tmp_path):
         StudyConfig(datasets=(3,))
     assert main(["regress1d", "--methods", "bogus", "--out", str(tmp_path)]) == 2
     assert "choose from" in capsys.readouterr().err
+
+
+def test_smoothed_target_floor_vanishes_with_the_kernel_width():
+    for dataset in (1, 2):
+        floors = [smoothed_target_kl(dataset, (s,), size=256) for s in (0.2, 0.05, 0.01, 1e-3)]
+        assert all(a > b for a, b in zip(floors, floors[1:])), floors
+        assert floors[-1] < 1e-5 and floors[0] > 0.3
+
+
+def test_smoothed_target_floor_matches_the_closed_form_on_data_set_2():
+    # N(m, a^2) smoothed by N(0, s^2) is N(m, a^2 + s^2): D_KL per x in closed form.
+    grid = evaluation_grid(512).astype(np.float64)
+    a, s = 0.15 / (1 + np.exp(-grid)), 0.2
+    closed = np.mean(np.log(np.hypot(a, s) / a) + a**2 / (2 * (a**2 + s**2)) - 0.5)
+    assert smoothed_target_kl(2, (s,), size=512) == pytest.approx(closed, rel=0.01)
+
+
+@pytest.mark.parametrize("dataset", [1, 2])
+def test_smoothed_true_density_integrates_to_one(dataset):
+    y = np.linspace(-8, 8, 8001)
+    density = smoothed_true_density(dataset, np.array([-2.0, -0.5, 0.5, 2.0]), y, (0.0025, 0.2))
+    np.testing.assert_allclose(np.trapezoid(density, y, axis=1), 1.0, rtol=1e-6)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ebmtrack.cli.main import non_negative_int
+
 QUICK_METHODS = "ml-is,kld-is,nce,nce+,sm,dsm"
 
 
@@ -36,7 +38,12 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--epochs", type=int, default=None, help="training epochs (75)")
     p.add_argument("--figure2-m", type=_int_list, default=None, help="extra M values for Figure 2")
-    p.add_argument("--figure2-runs", type=int, default=None, help="runs per M in Figure 2 (5)")
+    p.add_argument(
+        "--figure2-runs",
+        type=non_negative_int,
+        default=None,
+        help="runs per extra M of Figure 2 (default 5; 0: none)",
+    )
     p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     p.add_argument(
         "--threads",
@@ -82,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
         figure2_samples=args.figure2_m
         if args.figure2_m is not None
         else (() if quick else defaults.figure2_samples),
-        figure2_runs=args.figure2_runs or defaults.figure2_runs,
+        figure2_runs=(
+            args.figure2_runs if args.figure2_runs is not None else defaults.figure2_runs
+        ),
         workers=args.workers,
     )
     if args.report_only:

@@ -4,6 +4,7 @@ from ebmtrack.optim.gauss_newton import (
     Linearization,
     OptimResult,
     conjugate_gradient,
+    direction_coefficient,
     gauss_newton_cg,
     solve_linearized,
 )
@@ -12,6 +13,7 @@ __all__ = [
     "Linearization",
     "OptimResult",
     "conjugate_gradient",
+    "direction_coefficient",
     "gauss_newton_cg",
     "solve_linearized",
 ]

@@ -22,7 +22,13 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-__all__ = ["Linearization", "OptimResult", "conjugate_gradient", "gauss_newton_cg"]
+__all__ = [
+    "Linearization",
+    "OptimResult",
+    "conjugate_gradient",
+    "direction_coefficient",
+    "gauss_newton_cg",
+]
 
 Residuals = Callable[[list[Tensor]], "Tensor | Sequence[Tensor]"]
 BETAS = ("fletcher-reeves", "polak-ribiere")
@@ -126,6 +132,33 @@ def _check_options(preconditioner, params: Sequence[Tensor], beta: str, **counts
         )
 
 
+def direction_coefficient(
+    grad: Sequence[Tensor],
+    prec: Sequence[Tensor],
+    prec_prev: Sequence[Tensor],
+    rho: Tensor,
+    rho_prev: Tensor,
+    beta: str,
+) -> Tensor:
+    """The CG coefficient b of the new search direction p_k = z_k + b p_(k-1).
+
+    ``grad`` is the residual of the normal equations (minus the gradient) g_k, ``prec`` and
+    ``prec_prev`` are z_k = M^-1 g_k and z_(k-1), ``rho`` is g_k^T z_k and ``rho_prev``
+    g_(k-1)^T z_(k-1):
+
+    - Fletcher-Reeves: b = g_k^T z_k / rho_prev;
+    - Polak-Ribiere: b = max(0, g_k^T (z_k - z_(k-1)) / rho_prev) (the clamp restarts CG with
+      the steepest direction when the new gradient undoes the previous one).
+
+    0 when ``rho_prev`` is not positive (no previous progress to build on).
+    """
+    if beta == "fletcher-reeves":
+        numerator = rho
+    else:
+        numerator = (rho - _dot(grad, prec_prev)).clamp(min=0)
+    return torch.where(rho_prev > 0, numerator / torch.where(rho_prev > 0, rho_prev, 1), 0)
+
+
 def solve_linearized(
     lin: Linearization, cg_iters: int, preconditioner: Sequence[Tensor | float] | None, beta: str
 ) -> list[Tensor]:
@@ -146,11 +179,7 @@ def solve_linearized(
         if direction is None:
             direction = prec
         else:
-            if beta == "fletcher-reeves":
-                numerator = rho
-            else:  # Polak-Ribiere, clamped at 0 (restarts when the direction stops helping)
-                numerator = (rho - _dot(grad, prec_prev)).clamp(min=0)
-            coef = torch.where(rho_prev > 0, numerator / torch.where(rho_prev > 0, rho_prev, 1), 0)
+            coef = direction_coefficient(grad, prec, prec_prev, rho, rho_prev, beta)
             direction = [z + coef * d for z, d in zip(prec, direction)]
         jac_dir = lin.jvp(direction)
         curvature = _dot(jac_dir, jac_dir)  # p^T J^T J p

@@ -19,7 +19,12 @@ above IoU 0.5 and 0.75 (the AP50 / AP75 analogue), training seconds per iteratio
 
 Run (resumable: finished trainings and evaluations are skipped)::
 
-    python -m ebmtrack.studies.box_regression --out runs/box-regression
+    python -m ebmtrack.studies.box_regression --out runs/box-regression [--seeds 1,2,3]
+
+With several seeds every run is trained once per seed (initialisation, data order and the losses'
+draws; the first seed's run keeps the plain name, e.g. ``nce+``, the others ``nce+-seed2``), and
+the report adds each method's mean IoU after refinement as a mean over per-sequence means, with its
+standard deviation over seeds and its standard error over sequences (:func:`seed_summary`).
 
 Writes ``OUT/<run>/`` (the trained head ``iou_net.safetensors``, ``metrics.csv``,
 ``refinement.json``), ``OUT/refinement-samples.safetensors`` (the held-out crops' features and
@@ -32,7 +37,9 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
+import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -118,8 +125,9 @@ class StudyConfig:
         curve_pairs: training pairs per run of the M-curve (Figure 3), M = 128 included.
         batch_size: pairs per iteration.
         lr: Adam learning rate (constant: one epoch, no step).
-        seed: seed of the head's initialisation, the data order and the losses' draws.
-        num_samples: M of the sampling methods (appendix C.2: 128).
+        seeds: seeds of the head's initialisation, the data order and the losses' draws; every
+            run is trained once per seed (:func:`seeded_run`). The timing slice uses the first.
+        num_samples: M of the sampling methods (appendices C.2 and D.2: 128).
         mcmc_samples: M (chains) of ML-MCMC, whose cost grows with L; fewer to fit the budget.
         dsm_samples: noisy copies per label of DSM (double backprop); fewer to fit the budget.
         mcmc_step_length: Langevin step length alpha of ML-MCMC.
@@ -137,7 +145,7 @@ class StudyConfig:
     curve_pairs: int = 1024
     batch_size: int = 16
     lr: float = 1e-3
-    seed: int = 1
+    seeds: tuple[int, ...] = (1,)
     num_samples: int = 128
     mcmc_samples: int = 16
     dsm_samples: int = 32
@@ -150,10 +158,41 @@ class StudyConfig:
     refinement_seed: int = 0
     timing_steps: int = 5
 
+    def __post_init__(self) -> None:
+        seeds = tuple(self.seeds)
+        if (
+            not seeds
+            or len(set(seeds)) != len(seeds)
+            or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)
+        ):
+            raise ValueError(f"seeds must be distinct integers >= 0, at least one, got {seeds}")
+        object.__setattr__(self, "seeds", seeds)
+
+
+FIRST_SEED = 1
+"""The seed whose runs keep the plain method name (the study's single seed before seeds)."""
+_SEED_SUFFIX = re.compile(r"^(?P<base>.+)-seed(?P<seed>\d+)$")
+
+
+def seeded_run(base: str, seed: int) -> str:
+    """The name of run ``base`` (e.g. ``nce+``) trained with ``seed``."""
+    return base if seed == FIRST_SEED else f"{base}-seed{seed}"
+
+
+def split_run(name: str) -> tuple[str, int]:
+    """``(base, seed)`` of a run name of :func:`seeded_run`."""
+    match = _SEED_SUFFIX.match(name)
+    return (match["base"], int(match["seed"])) if match else (name, FIRST_SEED)
+
 
 def run_losses(config: StudyConfig) -> dict[str, BoxLossConfig]:
-    """Every run of the study by name: the table's methods, then the M-curve's
+    """Every run of the study by name, for every seed: the table's methods, then the M-curve's
     (:func:`curve_run`, on their own budget ``curve_pairs``)."""
+    base = _base_losses(config)
+    return {seeded_run(name, seed): base[name] for seed in config.seeds for name in base}
+
+
+def _base_losses(config: StudyConfig) -> dict[str, BoxLossConfig]:
     runs = {"mse": BoxLossConfig("mse")}
     for name in TABLE_METHODS[1:]:
         if name.startswith("ml-mcmc"):
@@ -189,7 +228,7 @@ def experiment_config(
     trainer.samples_per_epoch = (
         config.curve_pairs if name.startswith("curve-") else config.train_pairs
     )
-    trainer.batch_size, trainer.lr, trainer.seed = config.batch_size, config.lr, config.seed
+    trainer.batch_size, trainer.lr, trainer.seed = config.batch_size, config.lr, split_run(name)[1]
     return experiment
 
 
@@ -241,7 +280,7 @@ def time_methods(
     cannot run."""
     first_chunk = sorted(Path(features).glob("train/chunk-*.safetensors"))[0]
     base = preset_config(PRESET)
-    pairs = CachedPairs(load_file(str(first_chunk)), base.processing, 256, config.seed)
+    pairs = CachedPairs(load_file(str(first_chunk)), base.processing, 256, config.seeds[0])
     size = config.batch_size
     batches = [
         default_collate([pairs[i] for i in range(k * size, (k + 1) * size)])
@@ -368,6 +407,9 @@ def evaluate_head(
     best = max(after, key=after.get)
     result = {"step_length": best, "tuning_iou_after": {str(k): v for k, v in after.items()}}
     result.update(ebm_scores(iou_net, samples["test"], (best,), config)[0])
+    # which boxes of ``ious_after`` belong to which sequence, for means over sequences
+    result["sequences"] = [s.name for s in samples["test"]]
+    result["sequence_boxes"] = [len(s.start_boxes) for s in samples["test"]]
     if atom_ascent:
         result["atom"] = refinement_scores(
             iou_net, samples["test"], _tracker_params(), config.refinement_seed
@@ -397,7 +439,8 @@ def run_study(
         config: budget and protocol.
         features: the feature cache (default ``OUT/features``, built on first use, ~8 minutes);
             e.g. the default-model study's, which holds the same pairs.
-        only: names of :func:`run_losses` to train and evaluate (default all); the report covers
+        only: names of :func:`run_losses` to train and evaluate (default all; a method's plain
+            name stands for its runs of every seed); the report covers
             every run with results in ``out``, so parallel processes can share the runs out.
         train: train missing runs.
         evaluate: evaluate trained runs without results, time the methods (once), and report.
@@ -410,6 +453,13 @@ def run_study(
     out.mkdir(parents=True, exist_ok=True)
     features = Path(features) if features is not None else out / "features"
     runs = run_losses(config)
+    if only:  # a method's plain name selects its runs of every seed
+        base = _base_losses(config)
+        only = [
+            run
+            for name in only
+            for run in ([seeded_run(name, s) for s in config.seeds] if name in base else [name])
+        ]
     unknown = sorted(set(only or ()) - set(runs))
     if unknown:
         raise ValueError(f"unknown run(s) {unknown}; choose from {', '.join(runs)}")
@@ -423,7 +473,8 @@ def run_study(
     if not evaluate:
         return {}
     if not (out / "timing.json").is_file():
-        table = {name: runs[name] for name in TABLE_METHODS}
+        base = _base_losses(config)
+        table = {name: base[name] for name in TABLE_METHODS}
         _write_json(out / "timing.json", time_methods(table, config, features))
     samples = prepare_samples(out, config, sequence_folder)
     untrained = out / "untrained" / RESULT_FILE
@@ -473,13 +524,21 @@ def _row(out: Path, name: str, config: StudyConfig) -> dict | None:
 
 
 def write_report(out: Path, config: StudyConfig) -> dict:
-    """``OUT/results.json``, ``OUT/report.md`` (the table, the key differences, the M-curve) and
-    ``OUT/m-curve.png`` from every run with results in ``out``."""
-    runs = run_losses(config)
+    """``OUT/results.json``, ``OUT/report.md`` (the table, the key differences and the M-curve of
+    the first seed's runs, then every method over seeds and sequences) and ``OUT/m-curve.png``
+    from every run with results in ``out``."""
+    runs = _base_losses(config)
     timing = (
         json.loads((out / "timing.json").read_text()) if (out / "timing.json").is_file() else {}
     )
-    rows = {name: row for name in ["untrained", *runs] if (row := _row(out, name, config))}
+    all_rows = {
+        name: row for name in ["untrained", *run_losses(config)] if (row := _row(out, name, config))
+    }
+    first = config.seeds[0]
+    rows = {"untrained": all_rows["untrained"]} if "untrained" in all_rows else {}
+    for name in runs:
+        if seeded_run(name, first) in all_rows:
+            rows[name] = all_rows[seeded_run(name, first)]
     untrained = rows.get("untrained")
     lines = [
         "| method | M | IoU after (S1) | > 0.5 | > 0.75 | improved | step | s/iter (slice) | "
@@ -546,17 +605,130 @@ def write_report(out: Path, config: StudyConfig) -> dict:
             )
             cells.append(next((f"{r:.3f}" for m, r in ranking[loss] if m == samples), "-"))
         lines.append(f"| {samples} | " + " | ".join(cells) + " |")
+    by_seed = {
+        name: {seed: all_rows.get(seeded_run(name, seed)) for seed in config.seeds} for name in runs
+    }
+    seeds = {name: seed_summary([r for r in rs.values() if r]) for name, rs in by_seed.items()}
+    seed_differences = {f"{a} - {b}": seed_difference(by_seed[a], by_seed[b]) for a, b in KEY_PAIRS}
+    lines += _seed_lines(config.seeds, seeds, seed_differences)
     (out / "report.md").write_text("\n".join(lines) + "\n")
     record = {
         "config": asdict(config),
         "timing_s_per_iter": timing,
-        "rows": rows,
+        "rows": all_rows,
         "differences": differences,
+        "over_seeds": {name: summary for name, summary in seeds.items() if summary},
+        "over_seeds_differences": {k: v for k, v in seed_differences.items() if v},
         "m_curve": {loss: {str(k): v for k, v in points.items()} for loss, points in curve.items()},
     }
     _write_json(out / "results.json", record)
     plot_m_curve(curve, ranking, out / "m-curve.png")
     return record
+
+
+def _sequence_means(row: dict) -> dict[str, float] | None:
+    """Mean IoU after refinement per test sequence of one run's result (None for a result without
+    the sequences' sizes, or a failed run)."""
+    if "sequence_boxes" not in row or "ious_after" not in row:
+        return None
+    ious = np.asarray(row["ious_after"], dtype=np.float64)
+    bounds = np.cumsum([0, *row["sequence_boxes"]])
+    if bounds[-1] != len(ious):
+        raise ValueError(f"sequence_boxes {row['sequence_boxes']} do not add up to {len(ious)}")
+    return {
+        name: float(ious[start:stop].mean())
+        for name, start, stop in zip(row["sequences"], bounds[:-1], bounds[1:])
+    }
+
+
+def seed_summary(rows: list[dict]) -> dict:
+    """One method over its seeds' runs (``rows``, one evaluated result per seed): the mean IoU
+    after refinement as a mean over per-sequence means (every sequence weighs the same, whatever
+    its number of boxes), its standard deviation over seeds (training variance) and its standard
+    error over sequences (of the per-sequence means averaged over seeds); empty when no row has
+    per-sequence results."""
+    tables = [table for row in rows if (table := _sequence_means(row))]
+    failed = sum("failed" in row for row in rows)
+    if not tables:
+        return {"failed_seeds": failed} if failed else {}
+    names = list(tables[0])
+    if any(list(table) != names for table in tables):
+        raise ValueError("the seeds' runs were evaluated on different sequences")
+    values = np.array([[table[name] for name in names] for table in tables])  # (seeds, seqs)
+    per_seed, per_sequence = values.mean(axis=1), values.mean(axis=0)
+    return {
+        "mean": float(per_seed.mean()),
+        "std_over_seeds": float(per_seed.std(ddof=1)) if len(per_seed) > 1 else None,
+        "se_over_sequences": (
+            float(per_sequence.std(ddof=1) / math.sqrt(len(names))) if len(names) > 1 else None
+        ),
+        "num_seeds": len(per_seed),
+        "failed_seeds": failed,
+        "per_seed": per_seed.tolist(),
+        "per_sequence": dict(zip(names, per_sequence.tolist())),
+    }
+
+
+def seed_difference(first: dict[int, dict | None], second: dict[int, dict | None]) -> dict:
+    """``first - second`` over the seeds both methods have (runs of one seed share their
+    initialisation and data order, so they are paired): the mean difference, its standard
+    deviation over seeds and its standard error over sequences; empty without common seeds."""
+    common = [
+        seed
+        for seed in first
+        if all(row and _sequence_means(row) for row in (first[seed], second.get(seed)))
+    ]
+    if not common:
+        return {}
+    a = seed_summary([first[seed] for seed in common])
+    b = seed_summary([second[seed] for seed in common])
+    per_seed = np.subtract(a["per_seed"], b["per_seed"])
+    per_sequence = np.array(
+        [a["per_sequence"][n] - b["per_sequence"][n] for n in a["per_sequence"]]
+    )
+    return {
+        "mean": float(per_seed.mean()),
+        "std_over_seeds": float(per_seed.std(ddof=1)) if len(common) > 1 else None,
+        "se_over_sequences": (
+            float(per_sequence.std(ddof=1) / math.sqrt(len(per_sequence)))
+            if len(per_sequence) > 1
+            else None
+        ),
+        "num_seeds": len(common),
+    }
+
+
+def _seed_lines(seeds: tuple[int, ...], summaries: dict, differences: dict) -> list[str]:
+    """The report's section over seeds and sequences."""
+    cell = lambda value: "-" if value is None else f"{value:.4f}"  # noqa: E731
+    lines = [
+        "",
+        f"Over seeds {', '.join(map(str, seeds))} and test sequences: mean IoU after refinement "
+        "as a mean over per-sequence means; +- standard deviation over seeds; +- standard error "
+        "over sequences (of the per-sequence means averaged over seeds).",
+        "",
+        "| method | seeds | failed | IoU after | std over seeds | s.e. over sequences | per seed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, summary in summaries.items():
+        if "mean" in summary:
+            per_seed = ", ".join(f"{v:.3f}" for v in summary["per_seed"])
+            lines.append(
+                f"| {name} | {summary['num_seeds']} | {summary['failed_seeds']} | "
+                f"{summary['mean']:.4f} | {cell(summary['std_over_seeds'])} | "
+                f"{cell(summary['se_over_sequences'])} | {per_seed} |"
+            )
+        elif summary:
+            lines.append(f"| {name} | 0 | {summary['failed_seeds']} | - | - | - | - |")
+    lines += ["", "| difference | seeds | mean | std over seeds | s.e. over sequences |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    for pair, diff in differences.items():
+        if diff:
+            lines.append(
+                f"| {pair} | {diff['num_seeds']} | {diff['mean']:+.4f} | "
+                f"{cell(diff['std_over_seeds'])} | {cell(diff['se_over_sequences'])} |"
+            )
+    return lines
 
 
 def m_curve(rows: dict) -> dict[str, dict[int, tuple[float, float] | str]]:
@@ -627,6 +799,17 @@ def plot_m_curve(curve: dict, ranking: dict, path: Path) -> None:
     plt.close(figure)
 
 
+def _seed_list(text: str) -> tuple[int, ...]:
+    """argparse type of ``--seeds``: distinct integers >= 0, e.g. ``1,2,3``."""
+    try:
+        seeds = tuple(int(v) for v in text.split(",") if v.strip())
+        return StudyConfig(seeds=seeds).seeds
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected distinct integers >= 0 like 1,2,3; got {text!r}"
+        ) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="study folder")
@@ -638,6 +821,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--no-train", action="store_true", help="evaluate finished runs only")
     parser.add_argument("--no-eval", action="store_true", help="train only")
+    parser.add_argument(
+        "--seeds",
+        type=_seed_list,
+        default=StudyConfig().seeds,
+        help="comma-separated seeds, every run trained once per seed (default 1)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     only = (
@@ -645,6 +834,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     run_study(
         args.out,
+        StudyConfig(seeds=args.seeds),
         features=args.features,
         only=only,
         train=not args.no_train,

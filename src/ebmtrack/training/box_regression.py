@@ -4,7 +4,7 @@ Two ways to train the same :class:`~ebmtrack.models.iou_net.AtomIoUNet`:
 
 - ``"mse"`` (ATOM, section 3.1): regress ``2 * IoU - 1`` of the proposals the data processing drew
   around the test box.
-- any loss of :data:`ebmtrack.ebm.LOSSES` (BMVC 2020, section 5 and appendix C): the network's raw
+- any loss of :data:`ebmtrack.ebm.LOSSES` (BMVC 2020, section 5 and appendix D): the network's raw
   output is the energy-based model's ``f(x, y)``. ``x`` is everything that does not depend on the
   box (the reference frame's modulation vectors and the test frame's features, bundled as
   :class:`BoxConditioning`); ``y`` is a box in the parametrisation
@@ -29,9 +29,13 @@ from ebmtrack.ebm import get_loss
 from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.ops.boxes import box_convert
 
-# The recipes of appendix C.2 for the box head (M = 128 samples, noise/proposal mixture with
-# standard deviations 0.05 and 0.5 on every coordinate). The losses' own defaults are those of the
-# paper's 1-D experiments, so the box head starts from these instead.
+# The tracking recipes of the paper's appendix D.2 for the box head: M = 128 samples, proposal /
+# noise mixture with standard deviations 0.05 and 0.5 on every coordinate (DiMP-KLD-IS, after
+# PrDiMP; ML-IS uses the same proposal), KLD-IS label sigma 0.05, NCE+ beta 0.1. D.2 has no DSM or
+# ML-MCMC: DSM's sigma is set to the label noise (0.05) and ML-MCMC takes the 1-D experiments'
+# step length 0.05 (appendix B.4) with 16 steps; appendix C.2's detection values (DSM 0.075,
+# alpha 1e-5) belong to another head and box parametrisation. The losses' own defaults are those of
+# the paper's 1-D experiments, so the box head starts from these instead.
 EBM_RECIPES: dict[str, dict[str, Any]] = {
     "ml-is": {"num_samples": 128, "proposal_sigmas": (0.05, 0.5)},
     "kld-is": {"num_samples": 128, "proposal_sigmas": (0.05, 0.5), "label_sigma": 0.05},

@@ -2,6 +2,7 @@
 
 Built on ``ebmtrack.ebm``: synthetic data sets (``data``), the B.2 network (``model``),
 the nine method configurations (``methods``), training (``train``), D_KL on a grid (``kl``),
+the D_KL floors of the smoothed targets of KLD-IS, NCE+ and DSM (``floors``),
 the resumable multi-run study (``study``) and its tables and figures (``report``).
 """
 

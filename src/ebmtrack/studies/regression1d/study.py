@@ -57,6 +57,8 @@ class StudyConfig:
             raise ValueError(f"runs must be >= 1, got {self.runs}, {self.runs_per_method}")
         if self.epochs < 1 or self.num_samples < 1 or self.workers < 1:
             raise ValueError("epochs, num_samples and workers must be >= 1")
+        if self.figure2_runs < 0:
+            raise ValueError(f"figure2_runs must be >= 0, got {self.figure2_runs}")
         if any(m < 1 for m in self.figure2_samples):
             raise ValueError(f"figure2_samples must be >= 1, got {self.figure2_samples}")
 
