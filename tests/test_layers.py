@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import ebmtrack
 
 PACKAGE = Path(ebmtrack.__file__).resolve().parent
@@ -138,6 +140,7 @@ sys.exit(1 if failed else 0)
 """
 
 
+@pytest.mark.slow
 def test_every_module_imports_first_in_a_fresh_interpreter():
     # Each module is imported with no ebmtrack module loaded before it (third-party packages stay
     # loaded: starting a new interpreter per module would take minutes), which finds the import

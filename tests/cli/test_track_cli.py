@@ -47,6 +47,7 @@ def _needs_imagenet_weights():
         pytest.skip(str(err))
 
 
+@pytest.mark.slow
 def test_tracks_a_sequence_folder_and_renders(sequence, tmp_path, caplog):
     _needs_imagenet_weights()
     out, video = tmp_path / "boxes.txt", tmp_path / "out.mp4"
@@ -65,6 +66,7 @@ def test_tracks_a_sequence_folder_and_renders(sequence, tmp_path, caplog):
     assert not [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
 
 
+@pytest.mark.slow
 def test_tracks_a_video_file_to_stdout(tmp_path, capsys):
     _needs_imagenet_weights()
     path = tmp_path / "clip.mp4"

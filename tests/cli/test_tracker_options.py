@@ -134,6 +134,7 @@ def test_every_flag_reaches_the_tracker(dataset, tmp_path, capsys, monkeypatch):
     assert str(error.value) == received
 
 
+@pytest.mark.slow
 def test_box_head_weights_are_taken_by_every_route(dataset, tmp_path, capsys):
     weights = str(nce_box_head())
     tracker = ebmtrack.load_tracker("dimp-nce+", weights=weights, search_size=96)

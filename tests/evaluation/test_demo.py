@@ -48,6 +48,7 @@ def test_prefix_keeps_first_frames_and_rejects_too_short():
         demo_sequence(1)
 
 
+@pytest.mark.slow
 def test_demo_writes_every_file(demo_run):
     out, result = demo_run
     names = {"demo.mp4", "demo.gif", "success.png", "boxes.txt", "metrics.json"}

@@ -4,6 +4,7 @@ import json
 
 import cv2
 import numpy as np
+import pytest
 
 from ebmtrack.cli.main import main
 
@@ -25,6 +26,7 @@ def _generated_otb(root, n=12, size=20):
     return root
 
 
+@pytest.mark.slow
 def test_eval_runs_scores_and_resumes(tmp_path, capsys):
     data = _generated_otb(tmp_path / "data")
     out = tmp_path / "out"

@@ -46,6 +46,7 @@ def test_report_tables_json_and_plots(tmp_path):
     assert (tmp_path / "precision.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_report_scores_unseen_sequences_separately(tmp_path):
     sequences = [_sequence("a"), _sequence("b")]
     perfect = np.tile([10.0, 10.0, 20.0, 20.0], (4, 1))

@@ -96,6 +96,7 @@ def test_interrupted_evaluation_resumes_without_redoing(tmp_path):
         run_evaluation([TrackerSpec("shift", ShiftTracker, {"step": 3.0})], sequences, out)
 
 
+@pytest.mark.slow
 def test_crashing_sequences_are_logged_and_the_others_scored(tmp_path):
     sequences = _sequences(tmp_path / "frames", xs=(2, 3, 4, 5))
     out = tmp_path / "out"
@@ -111,6 +112,7 @@ def test_crashing_sequences_are_logged_and_the_others_scored(tmp_path):
     assert evaluation.overall.summary()["auc"] > 0
 
 
+@pytest.mark.slow
 def test_workers_survive_crashes_right_after_a_result(tmp_path):
     # Each crash comes just after the worker sent its previous result. With a results queue
     # shared by the workers, a worker killed before its sender thread released the queue's lock

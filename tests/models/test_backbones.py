@@ -155,6 +155,7 @@ def test_resnet_state_dict_uses_torchvision_names(random_backbones, name, depths
     assert "layer1.0.conv1.weight" in ours and "fc.weight" in ours
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".pth", ".safetensors"])
 def test_torchvision_style_checkpoint_round_trip(random_backbones, tmp_path, suffix):
     source = random_backbones["resnet18"]
@@ -180,6 +181,7 @@ def test_torchvision_style_checkpoint_round_trip(random_backbones, tmp_path, suf
         assert torch.equal(source.classify(images), target.classify(images))
 
 
+@pytest.mark.slow
 def test_checkpoint_errors_name_the_offending_keys(random_backbones, tmp_path):
     state = dict(random_backbones["resnet18"].state_dict())
     state["layer2.0.conv1.weight"] = torch.zeros(128, 64, 5, 5)
@@ -195,6 +197,7 @@ def test_checkpoint_errors_name_the_offending_keys(random_backbones, tmp_path):
     assert "layer2.0.conv1.weight: file (128, 64, 5, 5) vs model (128, 64, 3, 3)" in message
 
 
+@pytest.mark.slow
 def test_wrong_sha256_is_refused(random_backbones, tmp_path):
     path = tmp_path / "resnet18.pth"
     torch.save(random_backbones["resnet18"].state_dict(), path)

@@ -152,6 +152,7 @@ def test_features_shift_with_the_image(request, name):
     assert misaligned > 0.3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mobilenetv2", "efficientnet-lite0"])
 def test_onnx_runtime_matches_eager(request, tmp_path, name):
     pytest.importorskip("onnxruntime")
@@ -173,6 +174,7 @@ def test_onnx_runtime_matches_eager(request, tmp_path, name):
     np.testing.assert_allclose(numpy_out[first], ort_out[first][:1].numpy(), rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_onnx_files_are_cached_by_weights(mobilenet, tmp_path):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")

@@ -139,6 +139,7 @@ def test_without_autograd_equals_with_autograd(features):
     assert torch.equal(tracked.detach(), plain)
 
 
+@pytest.mark.slow
 def test_second_derivatives_are_exact(features):
     # Score matching differentiates the box gradient again: the fast written-out backward then
     # hands over to autograd, so second derivatives (in features and coordinates) stay exact.

@@ -134,6 +134,7 @@ def test_classifier_scores_equal_conv2d():
     torch.testing.assert_close(problem.scores([w1, w2]), expected)
 
 
+@pytest.mark.slow
 def test_gauss_newton_beats_adam_and_sgd_on_atom_classifier(one_thread):
     # A small version of ATOM's first-frame problem; GN-CG with 6 x 10 iterations costs
     # 6 x 2 x 10 = 120 backward passes, the first-order methods get as many steps.

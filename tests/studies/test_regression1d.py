@@ -62,6 +62,7 @@ def test_fast_network_equals_the_plain_network_with_derivatives():
     assert torch.allclose(h_fast, h_plain, atol=1e-10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_one_node_network_has_the_plain_networks_gradients(threads):
     torch.manual_seed(0)
@@ -125,6 +126,7 @@ def test_study_resumes_without_redoing_finished_runs(tmp_path):
     assert (tmp_path / "table.csv").read_text().startswith("method,kl_1,kl_2,kl_mean,s_per_epoch")
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_resumes_bit_exactly_from_its_epoch_checkpoint(tmp_path):
     config = TrainConfig(method="nce+", dataset=1, seed=3, num_samples=8, epochs=3)
     straight, _ = train_model(config)

@@ -82,6 +82,7 @@ def iou(a, b):
     return float(iou_xywh(torch.as_tensor(a), torch.as_tensor(b)))
 
 
+@pytest.mark.slow
 def test_follows_a_translating_object_with_the_classifier_alone(imagenet_backbone, device):
     frames, boxes = moving_object_sequence()
     # 160: below that the stride-16 score map is too coarse for a 40 px target (docs/atom.md).
@@ -100,6 +101,7 @@ def test_follows_a_translating_object_with_the_classifier_alone(imagenet_backbon
     assert statuses.count(TrackStatus.NOT_FOUND) == 0
 
 
+@pytest.mark.slow
 def test_scale_search_follows_a_growing_object(imagenet_backbone):
     frames, boxes = growing_object_sequence()
     final_sizes = {}

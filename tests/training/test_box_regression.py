@@ -41,6 +41,7 @@ def test_box_energy_is_the_iou_net_output_on_the_same_boxes():
 
 # NCE+ starts far above its chance level log(M + 1) = 4.86 (random energies of large magnitude)
 # and falls more slowly in relative terms than the MSE.
+@pytest.mark.slow
 @pytest.mark.parametrize(("loss", "factor"), [("mse", 0.7), ("nce+", 0.85)])
 def test_a_few_steps_on_generated_pairs_lower_the_loss(loss, factor):
     module, batch = smoke_module_and_batch(loss)

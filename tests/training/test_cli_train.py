@@ -28,6 +28,7 @@ def restore_threads():
     torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_train_then_resume_to_more_epochs(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["train", "--out", str(out), "--epochs", "1", *TINY]) == 0

@@ -120,6 +120,7 @@ def test_feature_cache_resumes_and_rebuilds_stale_chunks(tmp_path):
     assert all(c.stat().st_mtime > 1 for c in chunks)  # another key: rebuilt
 
 
+@pytest.mark.slow
 def test_cached_training_shares_one_cache_between_losses_and_finishes(tmp_path):
     cache = tmp_path / "features"
     run_experiment(smoke_config("mse", cache), tmp_path / "mse")

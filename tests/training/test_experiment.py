@@ -2,6 +2,7 @@ import csv
 
 import cv2
 import numpy as np
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -23,6 +24,7 @@ def tiny_config(loss: BoxLossConfig, num_workers: int = 0):
 NCE_PLUS = BoxLossConfig("nce+", {"num_samples": 16})
 
 
+@pytest.mark.slow
 def test_box_training_resumed_after_a_stop_matches_the_uninterrupted_run(tmp_path):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

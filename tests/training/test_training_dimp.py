@@ -81,6 +81,7 @@ def cached_batch(module, samples, indices):
     }
 
 
+@pytest.mark.slow
 def test_a_few_steps_on_a_fixed_batch_lower_the_loss():
     config = tiny_config()
     module = build_module(config)
@@ -121,6 +122,7 @@ def test_cached_module_gives_the_loss_of_the_image_module(tmp_path):
     torch.testing.assert_close(from_cache, from_images, rtol=2e-2, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_dimp_training_resumed_after_a_stop_matches_the_uninterrupted_run(tmp_path):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -33,6 +33,8 @@ DEMO_CLIP = "Couple"
 DEMO_DATA = Path(__file__).resolve().parents[1] / "demo_data"
 # Sequences shipped for the demo, by data set layout: results on them are not held-out results.
 DEMO_SEQUENCES: dict[str, tuple[str, ...]] = {"otb": (DEMO_CLIP,)}
+
+
 @dataclass(frozen=True)
 class DemoConfig:
     """What ``ebmtrack demo`` runs.
@@ -225,7 +227,7 @@ def run_demo(config: DemoConfig | None = None) -> DemoResult:
     scored = score_run(read_boxes(files["boxes"]), sequence, OTB_PROTOCOL, times)
     summary = scored.summary()
     backbone = getattr(getattr(tracker, "params", None), "backbone", None)
-    # ATOM without trained IoU-Net weights keeps the initial box size: say so next to the score.
+    # Without an IoU-Net, ATOM sizes the box with its classifier alone: say so next to the score.
     iou_refinement = getattr(getattr(tracker, "params", None), "use_iou_net", None)
     notes = [backbone] if backbone else []
     if iou_refinement is False:

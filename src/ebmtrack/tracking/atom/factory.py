@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import torch
@@ -24,8 +23,6 @@ CLASSIFIER_ONLY = {
     "scale_factors": (1 / 1.05, 1.05),
     "size_update_rate": 0.6,
 }
-
-logger = logging.getLogger("ebmtrack")
 
 
 def create_atom_tracker(

@@ -5,11 +5,8 @@ import pytest
 import torch
 
 from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
-from ebmtrack.ops.crop import crop_square
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.tracking.atom.refine import ascend_iou
-from ebmtrack.tracking.augment import augmented_crops, dropout_copies
-from ebmtrack.tracking.base import TrackStatus
 from ebmtrack.tracking.box_refine import (
     blend_size,
     feature_window,
@@ -18,92 +15,6 @@ from ebmtrack.tracking.box_refine import (
     select_box,
 )
 from ebmtrack.tracking.iou_gradient import IoUGradient
-from ebmtrack.tracking.localize import best_scale, localize, upsample_scores
-from ebmtrack.tracking.memory import SampleMemory
-
-# ----------------------------------------------------------------------------- memory
-
-
-def _memory(capacity=8, num_init=3):
-    samples = torch.zeros(num_init, 2, 3, 3)
-    labels = torch.zeros(num_init, 3, 3)
-    return SampleMemory(samples, labels, capacity, init_minimum_weight=0.25)
-
-
-def test_memory_weights_follow_the_exponential_forgetting_rule():
-    memory = _memory()
-    lr = 0.1
-    slot = memory.add(torch.ones(2, 3, 3), torch.ones(3, 3), lr)
-    assert slot == 3 and memory.num_stored == 4
-    # First new sample: the others / (1 - lr), the new one lr, then normalised.
-    total = 1 / (1 - lr) + lr
-    assert memory.weights[3].item() == pytest.approx(lr / total)
-    second = memory.add(torch.ones(2, 3, 3), torch.ones(3, 3), lr)
-    assert second == 4
-    # Each new sample weighs 1 / (1 - lr) times the previous new one.
-    ratio = memory.weights[4] / memory.weights[3]
-    assert ratio.item() == pytest.approx(1 / (1 - lr))
-    assert memory.weights.sum().item() == pytest.approx(1.0)
-
-
-def test_memory_replaces_the_lightest_and_keeps_the_initial_samples():
-    memory = _memory(capacity=6, num_init=3)
-    for i in range(20):
-        slot = memory.add(torch.full((2, 3, 3), float(i)), torch.zeros(3, 3), 0.3)
-        assert slot >= 3
-        assert memory.weights.sum().item() == pytest.approx(1.0)
-        assert memory.weights[:3].sum().item() >= 0.25 - 1e-6
-    samples, labels, weights = memory.training_set()
-    assert samples.shape[0] == 6 and weights.shape == (6,)
-    # The newest sample is stored and is the heaviest non-initial one.
-    assert samples[int(torch.argmax(weights[3:])) + 3, 0, 0, 0].item() == 19.0
-    with pytest.raises(ValueError, match="capacity"):
-        _memory(capacity=3, num_init=3)
-
-
-# ----------------------------------------------------------------------------- localisation
-
-
-def _peaks(size, peaks, sigma=1.0):
-    ys, xs = torch.meshgrid(torch.arange(size), torch.arange(size), indexing="ij")
-    out = torch.zeros(size, size)
-    for (x, y), height in peaks:
-        out += height * torch.exp(-((xs - x) ** 2 + (ys - y) ** 2) / (2 * sigma**2))
-    return out
-
-
-@pytest.mark.parametrize(
-    "peaks, status, position",
-    [
-        ([((9, 9), 1.0)], TrackStatus.NORMAL, (9, 9)),
-        ([((9, 9), 0.2)], TrackStatus.NOT_FOUND, (9, 9)),
-        # A far distractor almost as strong: keep the near peak.
-        ([((9, 9), 1.0), ((17, 17), 0.9)], TrackStatus.HARD_NEGATIVE, (9, 9)),
-        # The stronger peak is far, the other near: move to the near one.
-        ([((1, 1), 1.0), ((10, 10), 0.9)], TrackStatus.HARD_NEGATIVE, (10, 10)),
-        # Both near: uncertain.
-        ([((6, 9), 1.0), ((13, 9), 0.95)], TrackStatus.UNCERTAIN, (6, 9)),
-        # A weaker second peak: hard negative, keep the first.
-        ([((9, 9), 1.0), ((16, 9), 0.6)], TrackStatus.HARD_NEGATIVE, (9, 9)),
-    ],
-)
-def test_localize_statuses(peaks, status, position):
-    scores = _peaks(19, peaks)
-    found = localize(scores, cell_px=16.0, crop_size=288, target_size=(40.0, 40.0))
-    assert found.status == status
-    assert found.position == (position[0] * 16.0, position[1] * 16.0)
-
-
-def test_bicubic_upsampling_keeps_the_samples_and_finds_a_subcell_peak():
-    scores = _peaks(9, [((4.3, 3.6), 1.0)], sigma=1.5)
-    fine = upsample_scores(scores, 4)
-    assert fine.shape == (33, 33)
-    torch.testing.assert_close(fine[::4, ::4], scores, rtol=1e-5, atol=1e-5)
-    row, col = divmod(int(torch.argmax(fine)), 33)
-    assert abs(col / 4 - 4.3) <= 0.25 and abs(row / 4 - 3.6) <= 0.25
-
-
-# ----------------------------------------------------------------------------- IoU refinement
 
 
 @pytest.fixture(scope="module")
@@ -234,39 +145,6 @@ def test_jitter_proposals_and_select_box():
     assert select_box(boxes[3:], ious[3:], 3, 6.0) is None
 
 
-# ----------------------------------------------------------------------------- augmentation
-
-
-def test_augmentation_labels_follow_the_target():
-    rng_image = np.random.default_rng(0)
-    frame = rng_image.integers(0, 256, (200, 260, 3), dtype=np.uint8)
-    params = AtomParams(search_size=96)
-    center, side = (130.0, 100.0), 120.0
-    crops, centers = augmented_crops(frame, center, side, params, np.random.default_rng(1))
-    assert crops.shape == (params.num_init_samples - params.aug_dropout[0], 96, 96, 3)
-    assert params.num_init_samples == 30
-    np.testing.assert_allclose(centers[0], (48.0, 48.0))
-    identity, _ = crop_square(frame, center, side, 96)
-    np.testing.assert_array_equal(crops[0], identity)
-    shift = 0.6 * 96 / 2
-    np.testing.assert_allclose(centers[1], (48.0 + shift, 48.0 + shift))
-    # Random shifts are within +-1/6 of the crop per axis, in whole crop pixels (flip and
-    # blur); rotations turn the shift with the crop, keeping its length.
-    offsets = centers[5:] - 48.0
-    assert np.all(np.hypot(*offsets.T) <= math.sqrt(2) * 96 / 6 + 1e-9)
-    np.testing.assert_allclose(offsets[:6], np.round(offsets[:6]), atol=1e-6)
-
-
-def test_dropout_copies_drop_whole_channels_and_rescale():
-    features = torch.ones(1, 50, 3, 3)
-    copies = dropout_copies(features, 7, 0.2, torch.Generator().manual_seed(0))
-    assert copies.shape == (7, 50, 3, 3)
-    values = set(torch.unique(copies).tolist())
-    assert values <= {0.0, 1.25}
-    per_channel = copies.amax(dim=(2, 3)) == copies.amin(dim=(2, 3))
-    assert per_channel.all()
-
-
 def test_blend_size_moves_the_given_fraction_of_the_way_in_log_space():
     previous, refined = np.array([40.0, 10.0]), np.array([10.0, 40.0])
     np.testing.assert_allclose(blend_size(previous, refined, 1.0), refined)
@@ -276,27 +154,3 @@ def test_blend_size_moves_the_given_fraction_of_the_way_in_log_space():
     np.testing.assert_allclose(np.log(twice / previous), 0.75 * np.log(refined / previous))
     with pytest.raises(ValueError, match="size_update_rate"):
         AtomParams(size_update_rate=0.0)
-
-
-def test_best_scale_finds_the_vertex_of_a_log_parabola():
-    factors = (1.0, 1 / 1.05, 1.05)
-
-    def peaks(true_factor, curvature=-3.0):
-        return [curvature * (math.log(f) - math.log(true_factor)) ** 2 + 2.0 for f in factors]
-
-    # Between the sampled scales: the exact vertex, with the nearest sampled scale as the best.
-    best, factor = best_scale(factors, peaks(1.02))
-    assert best == 0 and factor == pytest.approx(1.02, rel=1e-12)
-    best, factor = best_scale(factors, peaks(0.97))
-    assert best == 1 and factor == pytest.approx(0.97, rel=1e-12)
-    # Beyond the sampled scales: the end scale.
-    best, factor = best_scale(factors, peaks(1.2))
-    assert best == 2 and factor == pytest.approx(1.05, rel=1e-12)
-    # Not concave (a dip at the middle scale): the best sampled scale, no interpolation.
-    assert best_scale(factors, [1.0, 1.5, 1.2]) == (1, 1 / 1.05)
-    # Five scales, unsorted: the parabola through the best and its neighbours in scale.
-    five = (1.0, 1.1, 0.9, 1.05, 1 / 1.05)
-    values = [-((math.log(f) - math.log(1.07)) ** 2) for f in five]
-    best, factor = best_scale(five, values)
-    assert five[best] == 1.05 and factor == pytest.approx(1.07, rel=1e-12)
-    assert best_scale((1.0,), [0.3]) == (0, 1.0)
