@@ -93,21 +93,22 @@ def distinct_objects(config: ExperimentConfig) -> int:
 def track(
     out: Path, name: str, sequences: list[Sequence], options: dict, runs: int, workers: int
 ) -> list[dict[str, float]]:
-    """Run ``atom`` with ``options`` ``runs`` times over ``sequences`` (resumably); per-run AUC
-    of every sequence: ``[{sequence: auc}, ...]``."""
-    spec = TrackerSpec(name, get_factory("atom"), options)
+    """Run tracker ``name`` (``atom``, or ``atom-iounet`` with a head's ``weights``) with
+    ``options`` ``runs`` times over ``sequences`` (resumably); per-run AUC of every sequence:
+    ``[{sequence: auc}, ...]``. Results are filed under ``atom`` either way."""
+    spec = TrackerSpec("atom", get_factory(name), options)
     run_evaluation([spec], sequences, out, runs=runs, workers=workers, progress=False)
     protocol = protocol_for("otb")
     per_run = []
     for run in range(runs):
         scores = {}
         for sequence in sequences:
-            boxes, times = read_result(out, name, run, sequence.name)
+            boxes, times = read_result(out, "atom", run, sequence.name)
             scores[sequence.name] = (
                 100 * score_run(boxes, sequence, protocol, times).summary()["auc"]
             )
         per_run.append(scores)
-    evaluate_results(out, [name], sequences, runs, protocol)  # fails loudly on a broken file
+    evaluate_results(out, ["atom"], sequences, runs, protocol)  # fails loudly on a broken file
     return per_run
 
 
@@ -141,7 +142,7 @@ def run_level(
         rate: mean_auc(
             track(
                 run_dir / f"val-{rate}",
-                "atom",
+                "atom-iounet",
                 held_out,
                 base | {"size_update_rate": rate},
                 1,
@@ -152,7 +153,7 @@ def run_level(
     }
     rate = max(validation, key=validation.get)
     per_run = track(
-        run_dir / "test", "atom", test, base | {"size_update_rate": rate}, runs, workers
+        run_dir / "test", "atom-iounet", test, base | {"size_update_rate": rate}, runs, workers
     )
     row = {
         "level": level,
