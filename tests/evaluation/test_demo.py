@@ -127,7 +127,7 @@ def test_cli_bad_out_is_one_line(tmp_path, capsys):
 
 
 def test_backbone_only_for_atom(tmp_path):
-    with pytest.raises(ValueError, match="backbone applies to tracker 'atom' only"):
+    with pytest.raises(ValueError, match="backbone applies to trackers atom, dimp-nce\\+ only"):
         run_demo(DemoConfig(out=tmp_path, tracker="kcf", backbone="resnet18", progress=False))
 
 

@@ -27,13 +27,15 @@ from ebmtrack.evaluation.plots import plot_success
 from ebmtrack.evaluation.render import GifBudget, GifWriter, Mp4Writer, draw_track
 from ebmtrack.evaluation.scoring import OTB_PROTOCOL, score_run
 from ebmtrack.models.runtime import torch_threads
-from ebmtrack.tracking.base import Tracker, validate_box
+from ebmtrack.tracking.base import Tracker
+from ebmtrack.tracking.init_box import clip_init_box
 
 DEMO_CLIP = "Couple"
 DEMO_DATA = Path(__file__).resolve().parents[1] / "demo_data"
 # Sequences shipped for the demo, by data set layout: results on them are not held-out results.
 DEMO_SEQUENCES: dict[str, tuple[str, ...]] = {"otb": (DEMO_CLIP,)}
-_ATOM_DEFAULT_BACKBONE = "mobilenetv2"
+_DEFAULT_BACKBONE = "mobilenetv2"
+_WITH_BACKBONE = ("atom", "dimp-nce+")
 
 
 @dataclass(frozen=True)
@@ -42,9 +44,14 @@ class DemoConfig:
 
     Attributes:
         out: output folder (created).
-        tracker: tracker name (``atom``, or an OpenCV tracker of the registry).
-        weights: for ``atom``, the IoU-Net weights file (None: what ``load_tracker`` picks).
-        backbone: for ``atom``, the backbone name; None is the tracker's default.
+        tracker: tracker name (``atom``, ``dimp-nce+``, or an OpenCV tracker of the registry).
+        weights: for ``atom`` / ``dimp-nce+``, the box head's weights file (None: what
+            ``load_tracker`` picks).
+        backbone: for ``atom`` / ``dimp-nce+``, the backbone name; None is the tracker's default.
+        backbone_weights: for ``atom`` / ``dimp-nce+``, the backbone's weights file (None: the
+            shipped ImageNet weights; required for resnet18, resnet50 and nanotrack).
+        peer_models: for OpenCV's ``nanotrack`` / ``vit``, the folder holding their ONNX files.
+        device: for ``atom`` / ``dimp-nce+``, where the networks run (``cpu``, ``cuda``).
         video: write ``demo.mp4`` and ``demo.gif``.
         max_frames: track only the first max_frames frames (None: the whole clip).
         progress: show a progress bar.
@@ -59,6 +66,9 @@ class DemoConfig:
     tracker: str = "atom"
     weights: Path | None = None
     backbone: str | None = None
+    backbone_weights: Path | None = None
+    peer_models: Path | None = None
+    device: str = "cpu"
     video: bool = True
     max_frames: int | None = None
     progress: bool = True
@@ -129,10 +139,13 @@ def prepare_output_folder(out: str | Path) -> Path:
 
 def _backbone_of(config: DemoConfig) -> str | None:
     """The backbone the tracker will use; None for trackers without one."""
-    if config.tracker == "atom":
-        return config.backbone or _ATOM_DEFAULT_BACKBONE
-    if config.backbone is not None:
-        raise ValueError(f"backbone applies to tracker 'atom' only, not {config.tracker!r}")
+    if config.tracker in _WITH_BACKBONE:
+        return config.backbone or _DEFAULT_BACKBONE
+    if config.backbone is not None or config.backbone_weights is not None:
+        raise ValueError(
+            f"backbone applies to trackers {', '.join(_WITH_BACKBONE)} only, not "
+            f"{config.tracker!r}"
+        )
     return None
 
 
@@ -141,8 +154,12 @@ def _build_tracker(config: DemoConfig) -> Tracker:
 
     backbone = _backbone_of(config)
     if backbone is None:
-        return load_tracker(config.tracker, weights=config.weights)
-    return load_tracker(config.tracker, weights=config.weights, backbone=backbone)
+        options = {} if config.peer_models is None else {"model_dir": config.peer_models}
+        return load_tracker(config.tracker, weights=config.weights, **options)
+    options = {"device": config.device}
+    if config.backbone_weights is not None:
+        options["backbone_weights"] = config.backbone_weights
+    return load_tracker(config.tracker, weights=config.weights, backbone=backbone, **options)
 
 
 def _write_boxes(path: Path, boxes: np.ndarray) -> None:
@@ -170,7 +187,7 @@ def _track_clip(
             frame = sequence.frame(index)
             start = time.perf_counter()
             if index == 0:
-                box = validate_box(sequence.init_box, frame.shape, f"{sequence.name} init box")
+                box = clip_init_box(sequence.init_box, frame.shape, f"{sequence.name} init box")
                 tracker.initialize(frame, box)
                 score, status = math.nan, "normal"
             else:
@@ -261,6 +278,9 @@ def run_demo(config: DemoConfig | None = None) -> DemoResult:
         "tracker": config.tracker,
         "backbone": backbone,
         "weights": None if config.weights is None else str(config.weights),
+        "backbone_weights": None
+        if config.backbone_weights is None
+        else str(config.backbone_weights),
         "iou_refinement": iou_refinement,
         "protocol": OTB_PROTOCOL.name,
         "auc": result.auc,

@@ -22,7 +22,7 @@ from ebmtrack.ops.crop import crop_square
 from ebmtrack.tracking.atom.localize import Localization, localize, upsample_scores
 from ebmtrack.tracking.atom.memory import SampleMemory
 from ebmtrack.tracking.augment import augmented_crops, dropout_copies
-from ebmtrack.tracking.base import validate_box
+from ebmtrack.tracking.init_box import clip_init_box
 
 # The target centre may leave the frame by this fraction of its size (reference: inside_ratio 0.2).
 _CENTER_OUTSIDE = 0.3
@@ -129,7 +129,7 @@ class SearchRegionTracker:
         (without autograd), adding the channel-dropout copies of the first."""
         params = self.params
         frame = as_rgb(frame)
-        box = validate_box(box, frame.shape, "box")
+        box = clip_init_box(box, frame.shape, "init box")
         rng = np.random.default_rng(params.seed)
         generator = torch.Generator().manual_seed(params.seed)
         center, size = box[:2] + box[2:] / 2, box[2:].copy()
