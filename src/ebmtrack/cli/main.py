@@ -233,7 +233,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     command = args.command
-    os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")  # no OpenCV chatter between our lines
+    # No OpenCV or FFmpeg chatter between our lines: what goes wrong with a video, a tracker
+    # or a model file is reported by ebmtrack itself.
+    os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
     _setup_logging(command)
     # What an interrupted command keeps, e.g. "the same command resumes" (format of args).
     interrupted_note = getattr(args, "interrupted_note", "").format(**vars(args))

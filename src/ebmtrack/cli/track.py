@@ -172,10 +172,7 @@ class _AtomicOutput:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from ebmtrack.api import load_tracker
-    from ebmtrack.evaluation.render import Mp4Writer, draw_track
     from ebmtrack.tracking.init_box import clip_init_box
 
     init = _parse_box(args.init)
@@ -192,67 +189,80 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError(f"no frames could be read from {args.source}")
     box = clip_init_box(init, first.shape, "--init")
 
-    with threads(args.threads):
-        tracker = load_tracker(name, **options)
-        outputs: list[_AtomicOutput] = []
-        written = 0
-        with ExitStack() as stack:
-            try:
-                out, renderer = sys.stdout, None
-                if args.out is not None:
-                    outputs.append(_AtomicOutput(args.out, "boxes"))
-                    out = stack.enter_context(open(outputs[-1].temp, "w", encoding="utf-8"))
-                if args.render is not None:
-                    suffix = args.render.suffix or ".mp4"
-                    outputs.append(_AtomicOutput(args.render, "frames", suffix=suffix))
-                    size = (first.shape[1], first.shape[0])
-                    renderer = stack.enter_context(Mp4Writer(outputs[-1].temp, fps, size))
-                progress = stack.enter_context(
-                    tqdm(total=count, unit="frame", disable=args.no_progress, desc="track")
-                )
-            except BaseException:
-                stack.close()
-                for output in outputs:
-                    output.discard()
-                raise
-
-            def emit(frame, result_box, score: float, status: str) -> None:
-                nonlocal written
-                # One line per frame, flushed: an interrupted run keeps every box so far.
-                try:
-                    out.write(",".join(f"{v:.2f}" for v in result_box) + "\n")
-                    out.flush()
-                except OSError as err:  # a full disk: say which file
-                    if err.filename is None and args.out is not None:
-                        err.filename = str(args.out)
-                    raise
-                written += 1
-                if renderer is not None:
-                    renderer.write(draw_track(frame, result_box, score, status))
-                progress.update()
-
-            try:
-                tracker.initialize(first, box)
-                emit(first, box, float("nan"), "normal")
-                for frame in frames:
-                    result = tracker.track(frame)
-                    emit(frame, result.box, result.score, result.status.value)
-                try:
-                    stack.close()  # closed (and flushed) before they are renamed
-                except OSError as err:
-                    if err.filename is None and args.out is not None:
-                        err.filename = str(args.out)
-                    raise
-                for output in outputs:
-                    output.commit()
-            except BaseException as err:
-                try:
-                    stack.close()
-                except OSError:
-                    pass  # the error being raised says it already
-                _keep_partial(err, outputs, written, count)
-                raise
+    try:
+        with threads(args.threads):
+            _track(args, load_tracker(name, **options), first, box, frames, count, fps)
+    except OSError as err:
+        if args.onnx and ".cache" in str(err.filename):
+            err.add_note("--onnx exports the backbone into ~/.cache/ebmtrack/onnx")
+        raise
     return 0
+
+
+def _track(args, tracker, first, box, frames, count: int | None, fps: float) -> None:
+    """Track ``frames`` after ``first`` and write the outputs, atomically."""
+    from tqdm import tqdm
+
+    from ebmtrack.evaluation.render import Mp4Writer, draw_track
+
+    outputs: list[_AtomicOutput] = []
+    written = 0
+    with ExitStack() as stack:
+        try:
+            out, renderer = sys.stdout, None
+            if args.out is not None:
+                outputs.append(_AtomicOutput(args.out, "boxes"))
+                out = stack.enter_context(open(outputs[-1].temp, "w", encoding="utf-8"))
+            if args.render is not None:
+                suffix = args.render.suffix or ".mp4"
+                outputs.append(_AtomicOutput(args.render, "frames", suffix=suffix))
+                size = (first.shape[1], first.shape[0])
+                renderer = stack.enter_context(Mp4Writer(outputs[-1].temp, fps, size))
+            progress = stack.enter_context(
+                tqdm(total=count, unit="frame", disable=args.no_progress, desc="track")
+            )
+        except BaseException:
+            stack.close()
+            for output in outputs:
+                output.discard()
+            raise
+
+        def emit(frame, result_box, score: float, status: str) -> None:
+            nonlocal written
+            # One line per frame, flushed: an interrupted run keeps every box so far.
+            try:
+                out.write(",".join(f"{v:.2f}" for v in result_box) + "\n")
+                out.flush()
+            except OSError as err:  # a full disk: say which file
+                if err.filename is None and args.out is not None:
+                    err.filename = str(args.out)
+                raise
+            written += 1
+            if renderer is not None:
+                renderer.write(draw_track(frame, result_box, score, status))
+            progress.update()
+
+        try:
+            tracker.initialize(first, box)
+            emit(first, box, float("nan"), "normal")
+            for frame in frames:
+                result = tracker.track(frame)
+                emit(frame, result.box, result.score, result.status.value)
+            try:
+                stack.close()  # closed (and flushed) before they are renamed
+            except OSError as err:
+                if err.filename is None and args.out is not None:
+                    err.filename = str(args.out)
+                raise
+            for output in outputs:
+                output.commit()
+        except BaseException as err:
+            try:
+                stack.close()
+            except OSError:
+                pass  # the error being raised says it already
+            _keep_partial(err, outputs, written, count)
+            raise
 
 
 def _keep_partial(

@@ -185,6 +185,15 @@ def check_inputs(config, args: argparse.Namespace) -> None:
         )
 
 
+def _write_failed(err: Exception) -> bool:
+    """Whether ``err`` is safetensors' or torch.save's report of a failed write (full disk):
+    neither raises an OSError."""
+    text = str(err)
+    if type(err).__name__ == "SafetensorError":
+        return "I/O error" in text
+    return isinstance(err, RuntimeError) and ("PytorchStreamWriter" in text or "write" in text)
+
+
 def run(args: argparse.Namespace) -> int:
     from ebmtrack.training import NonFiniteLossError
     from ebmtrack.training.distributed import init_distributed, shutdown_distributed
@@ -199,6 +208,10 @@ def run(args: argparse.Namespace) -> int:
             results = run_experiment(config, args.out, resume=args.resume, context=context)
         except NonFiniteLossError as err:
             raise CLIError(str(err)) from None
+        except Exception as err:
+            if _write_failed(err):
+                raise CLIError(f"cannot write the run to {args.out}: {err}") from None
+            raise
         finally:
             shutdown_distributed()
     if context.is_main:

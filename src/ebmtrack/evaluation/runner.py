@@ -47,6 +47,11 @@ from ebmtrack.tracking.registry import TrackerFactory
 LOG = logging.getLogger("ebmtrack.evaluation")
 
 
+class ResultsNotWritten(OSError):
+    """A result file could not be written (full disk, no permission): every other job would
+    fail the same way, so the evaluation stops."""
+
+
 @dataclass(frozen=True)
 class TrackerSpec:
     """A tracker to evaluate: the name its results are filed under, its factory and options.
@@ -134,7 +139,12 @@ def run_job(job: Job, out_dir: Path, on_frame: Callable[[int], None] | None = No
     tracker = job.tracker.create()
     _seed_generators(job_seed(job.run, job.sequence.name))
     boxes, times = track_sequence(tracker, job.sequence, on_frame)
-    write_result(out_dir, job.tracker.name, job.run, job.sequence.name, boxes, times)
+    try:
+        write_result(out_dir, job.tracker.name, job.run, job.sequence.name, boxes, times)
+    except OSError as err:
+        raise ResultsNotWritten(
+            f"cannot write results to {out_dir}: {err.strerror or err}"
+        ) from err
 
 
 def thread_budget(workers: int) -> int:
@@ -155,7 +165,8 @@ def _limit_threads(threads: int) -> None:
         sys.modules["torch"].set_num_threads(threads)
 
 
-# Messages from a worker: ("frames", n) while it tracks, ("done", label, error or None) at the end.
+# Messages from a worker: ("frames", n) while it tracks, ("done", label, error or None) at the
+# end, or ("fatal", label, message) when results cannot be written.
 _PROGRESS_SECONDS = 0.2
 
 
@@ -203,6 +214,8 @@ def _worker_main(conn, out_dir: Path, threads: int, parent: int, log_formatter) 
             _limit_threads(threads)
             run_job(job, out_dir, on_frame)
             conn.send(("done", job.label, None))
+        except ResultsNotWritten as err:
+            conn.send(("fatal", job.label, str(err)))
         except Exception:
             conn.send(("done", job.label, traceback.format_exc()))
 
@@ -228,7 +241,17 @@ class _Worker:
         self.conn, child = ctx.Pipe()
         args = (child, out_dir, threads, os.getpid(), _log_formatter())
         self.process = ctx.Process(target=_worker_main, args=args, daemon=True)
-        self.process.start()
+        # Started with SIGINT ignored, which the new interpreter keeps until _worker_main: a
+        # Ctrl-C while it imports would otherwise print its traceback.
+        try:
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            previous = None
+        try:
+            self.process.start()
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
         child.close()  # the parent keeps its end only, so a dead worker reads as EOF
         self.job: Job | None = None
 
@@ -349,6 +372,8 @@ def run_evaluation(
                 try:
                     run_job(job, out_dir, on_frame)
                     finish(job, None, reported)
+                except ResultsNotWritten:
+                    raise
                 except Exception:
                     finish(job, traceback.format_exc(), reported)
         else:
@@ -404,6 +429,8 @@ def _run_in_workers(
                 if message is not None and message[0] == "frames" and worker.process.is_alive():
                     continue  # still tracking
                 job, worker.job = worker.job, None
+                if message is not None and message[0] == "fatal":
+                    raise ResultsNotWritten(message[2])
                 if message is not None and message[0] == "done":
                     finish(job, message[2], worker.frames)
                 else:  # it died without a word
