@@ -262,6 +262,13 @@ def main(argv: list[str] | None = None) -> int:
     except (CLIError, ValueError, OSError) as err:
         print(f"ebmtrack {command}: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_ERROR
+    except Exception as err:
+        if type(err).__module__ != "cv2":
+            raise
+        # OpenCV refusing its input (a tracker on a frame it cannot use): its own one line.
+        text = f"OpenCV: {getattr(err, 'err', '') or err} in {getattr(err, 'func', '?')}"
+        print(f"ebmtrack {command}: error: {text}", file=sys.stderr)
+        return EXIT_ERROR
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -273,4 +280,8 @@ def _notes(err: BaseException, default: str) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as `python -m ebmtrack.cli.main`: use the importable module, so that its exception
+    # classes are the ones the subcommands raise.
+    from ebmtrack.cli.main import main as _main
+
+    sys.exit(_main())

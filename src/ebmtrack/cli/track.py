@@ -143,6 +143,7 @@ class _AtomicOutput:
 
     def __init__(self, path: Path, what: str, suffix: str = "") -> None:
         self.path, self.what = path, what
+        self.complete_size: int | None = None  # bytes of whole lines written, when known
         self.direct = path.exists() and not path.is_file()
         if self.direct:
             self.temp = path
@@ -163,6 +164,8 @@ class _AtomicOutput:
 
     def keep_partial(self) -> Path:
         if not self.direct and self.temp.exists():
+            if self.complete_size is not None:  # no torn last line after a failed write
+                os.truncate(self.temp, self.complete_size)
             os.replace(self.temp, self.partial)
         return self.partial
 
@@ -233,6 +236,8 @@ def _track(args, tracker, first, box, frames, count: int | None, fps: float) -> 
             try:
                 out.write(",".join(f"{v:.2f}" for v in result_box) + "\n")
                 out.flush()
+                if outputs and outputs[0].what == "boxes":
+                    outputs[0].complete_size = out.tell()
             except OSError as err:  # a full disk: say which file
                 if err.filename is None and args.out is not None:
                     err.filename = str(args.out)

@@ -152,7 +152,13 @@ class OpenCVTracker:
         w = max(1, min(round(box[0] + box[2]), width) - x)
         h = max(1, min(round(box[1] + box[3]), height) - y)
         self._tracker = _create(self.name, self._model_files)
-        ok = self._tracker.init(self._to_bgr(frame), (x, y, w, h))
+        try:
+            ok = self._tracker.init(self._to_bgr(frame), (x, y, w, h))
+        except cv2.error as err:  # e.g. MIL on a box that leaves no room for negative samples
+            raise ValueError(
+                f"OpenCV's {self.name} cannot start on the box {x},{y},{w},{h} in a "
+                f"{frame.shape[1]}x{frame.shape[0]} frame ({err.err} in {err.func})"
+            ) from None
         if self._legacy and ok is False:
             raise RuntimeError(f"OpenCV {self.name} could not initialise on box {box.tolist()}")
         self._box = box.copy()
