@@ -89,20 +89,22 @@ def live_processes(group: int) -> list[str]:
     return alive
 
 
-def interrupt(args, signum: int, delay: float, cwd=None):
-    """Start ``ebmtrack ARGS`` in a new process group, send ``signum`` after ``delay`` seconds
-    (SIGINT to the whole group, as Ctrl-C in a terminal; SIGTERM to the command only, as
-    ``kill`` and ``timeout``), and return (completed run, processes of the group still alive
-    two seconds after it exited)."""
+def interrupt(args, signum: int, delay: float, ready=None, cwd=None):
+    """Start ``ebmtrack ARGS`` in a new process group, send ``signum`` ``delay`` seconds after
+    ``ready()`` first holds (SIGINT to the whole group, as Ctrl-C in a terminal; SIGTERM to the
+    command only, as ``kill`` and ``timeout``), and return (completed run, processes of the group
+    still alive two seconds after it exited; those are then killed)."""
     process = subprocess.Popen(
         [*EBMTRACK, *map(str, args)],
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         cwd=cwd,
         env=QUIET,
         start_new_session=True,
     )
+    while ready is not None and not ready() and process.poll() is None:
+        time.sleep(0.02)
     try:
         out, err = process.communicate(timeout=delay)
     except subprocess.TimeoutExpired:
@@ -114,5 +116,7 @@ def interrupt(args, signum: int, delay: float, cwd=None):
     deadline = time.monotonic() + 2
     while live_processes(process.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    done = subprocess.CompletedProcess(process.args, process.returncode, out, err)
-    return done, live_processes(process.pid)
+    left = live_processes(process.pid)
+    if left:
+        os.killpg(process.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err), left
