@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ebmtrack.cli.main import (
+    CLIError,
     add_device_argument,
     add_out_argument,
     add_progress_argument,
@@ -43,6 +44,8 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from ebmtrack.evaluation.demo import DemoConfig, run_demo
 
+    if args.max_frames is not None and args.max_frames < 2:
+        raise CLIError(f"--max-frames must be at least 2, got {args.max_frames}")
     check_output_folder(args.out)
     name, options = tracker_settings(args)
     result = run_demo(

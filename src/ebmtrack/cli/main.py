@@ -126,7 +126,8 @@ def add_progress_argument(parser: argparse.ArgumentParser) -> None:
 
 @contextmanager
 def threads(count: int | None) -> Iterator[None]:
-    """Run the block with ``count`` torch threads (None or 0: torch's default)."""
+    """Run the block with ``count`` torch threads (None or 0: leave the setting, torch's default
+    in a fresh process), restoring it after."""
     from ebmtrack.models.runtime import torch_threads
 
     with torch_threads(count or None):

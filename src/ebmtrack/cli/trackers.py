@@ -131,6 +131,8 @@ def tracker_settings(args: argparse.Namespace) -> tuple[str, dict]:
     if args.weights is not None and not args.weights.is_file():
         raise CLIError(f"--weights {args.weights}: file not found")
     if search_size is not None:
+        if search_size < 64 or search_size % 16:
+            raise CLIError(f"--search-size must be a multiple of 16, >= 64; got {search_size}")
         options["search_size"] = search_size
     if onnx:
         options["backbone_runtime"] = "onnx"
