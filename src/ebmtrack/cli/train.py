@@ -177,7 +177,7 @@ def check_inputs(config, args: argparse.Namespace) -> None:
         )
     if needs:
         preset = f"--preset {config.preset}" + (
-            " (the default)" if args.preset == DEFAULT_PRESET else ""
+            " (the default)" if config.preset == args.preset == DEFAULT_PRESET else ""
         )
         raise CLIError(
             f"{preset} needs {' and '.join(needs)}; --preset synthetic-smoke runs on generated "
@@ -191,7 +191,9 @@ def _write_failed(err: Exception) -> bool:
     text = str(err)
     if type(err).__name__ == "SafetensorError":
         return "I/O error" in text
-    return isinstance(err, RuntimeError) and ("PytorchStreamWriter" in text or "write" in text)
+    return isinstance(err, RuntimeError) and (
+        "PytorchStreamWriter" in text or "file write failed" in text
+    )
 
 
 def run(args: argparse.Namespace) -> int:
