@@ -164,14 +164,15 @@ def check_inputs(config, args: argparse.Namespace) -> None:
         )
         needs.append(f"--backbone-weights FILE for backbone {backbone} ({what})")
     data = config.data
-    if data.sequence_folder is not None:
-        if not Path(data.sequence_folder).is_dir():
+    # Folders a preset reads its data from (data.pack: a training pack, where the config has it).
+    folders = {key: getattr(data, key, None) for key in ("sequence_folder", "pack")}
+    for key, folder in folders.items():
+        if folder is not None and not Path(folder).is_dir():
             needs.append(
-                f"the sequences in {data.sequence_folder} (data.sequence_folder: not a folder; "
-                "run from the repository root beside ../shared, or --set "
-                "data.sequence_folder=DIR)"
+                f"the data in {folder} (data.{key}: not a folder; run from the repository root "
+                f"beside ../shared, or --set data.{key}=DIR)"
             )
-    elif data.synthetic_sequences <= 0 and not data.roots:
+    if not any(folders.values()) and data.synthetic_sequences <= 0 and not data.roots:
         needs.append(
             "training data: --got10k DIR, --lasot DIR, --trackingnet DIR and/or --coco DIR"
         )
@@ -179,10 +180,9 @@ def check_inputs(config, args: argparse.Namespace) -> None:
         preset = f"--preset {config.preset}" + (
             " (the default)" if config.preset == args.preset == DEFAULT_PRESET else ""
         )
-        raise CLIError(
-            f"{preset} needs {' and '.join(needs)}; --preset synthetic-smoke runs on generated "
-            "data alone"
-        )
+        hint = "" if config.preset == "synthetic-smoke" else "; --preset synthetic-smoke runs "
+        hint += "on generated data alone" if hint else ""
+        raise CLIError(f"{preset} needs {' and '.join(needs)}{hint}")
 
 
 def _write_failed(err: Exception) -> bool:
