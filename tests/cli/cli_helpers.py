@@ -18,7 +18,7 @@ EBMTRACK = [sys.executable, "-m", "ebmtrack.cli.main"]
 QUIET = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 
 
-def ebmtrack(*args, cwd=None, file_size_limit: int | None = None, timeout: float = 120):
+def ebmtrack(*args, cwd=None, file_size_limit: int | None = None, timeout: float = 600):
     """Run ``ebmtrack ARGS``; ``file_size_limit`` (bytes) makes larger writes fail as on a full
     disk (EFBIG, which Python reports as an OSError: it ignores SIGXFSZ)."""
     limit = None
@@ -112,7 +112,7 @@ def interrupt(args, signum: int, delay: float, ready=None, cwd=None):
             os.killpg(process.pid, signum)
         else:
             process.send_signal(signum)
-        out, err = process.communicate(timeout=60)
+        out, err = process.communicate(timeout=300)
     deadline = time.monotonic() + 2
     while live_processes(process.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
