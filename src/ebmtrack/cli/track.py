@@ -115,20 +115,20 @@ def _frames(source: Path) -> tuple[Iterator, int | None, float]:
     fps = capture.get(cv2.CAP_PROP_FPS) or 30.0
 
     def read() -> Iterator:
-        read = 0
+        got = 0
         try:
             while True:
                 ok, frame = capture.read()
                 if not ok:
                     break
-                read += 1
+                got += 1
                 yield cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
         finally:
             capture.release()
-        if count is not None and read < count:
+        if count is not None and got < count:
             logger.warning(
                 "read %d of the %d frames %s announces: the file is truncated or damaged",
-                read,
+                got,
                 count,
                 source,
             )
@@ -152,6 +152,9 @@ class _AtomicOutput:
         folder.mkdir(parents=True, exist_ok=True)
         handle, name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=suffix)
         os.close(handle)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(name, 0o666 & ~umask)  # the mode open() would give, not mkstemp's 0600
         self.temp = Path(name)
 
     @property
@@ -163,7 +166,11 @@ class _AtomicOutput:
             os.replace(self.temp, self.path)
 
     def keep_partial(self) -> Path:
-        if not self.direct and self.temp.exists():
+        """Where what was written stays: ``PATH.partial`` (``PATH`` itself when written in
+        place)."""
+        if self.direct:
+            return self.path
+        if self.temp.exists():
             if self.complete_size is not None:  # no torn last line after a failed write
                 os.truncate(self.temp, self.complete_size)
             os.replace(self.temp, self.partial)
