@@ -143,8 +143,7 @@ def _backbone_of(config: DemoConfig) -> str | None:
         return config.backbone or _DEFAULT_BACKBONE
     if config.backbone is not None or config.backbone_weights is not None:
         raise ValueError(
-            f"backbone applies to trackers {', '.join(_WITH_BACKBONE)} only, not "
-            f"{config.tracker!r}"
+            f"backbone applies to trackers {', '.join(_WITH_BACKBONE)} only, not {config.tracker!r}"
         )
     return None
 
