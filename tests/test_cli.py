@@ -17,3 +17,52 @@ def test_console_script_runs_as_module():
     )
     assert done.returncode == 0
     assert done.stdout.startswith("ebmtrack ")
+
+
+def _subparsers():
+    import argparse
+
+    from ebmtrack.cli.main import build_parser
+
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+def test_every_option_has_help():
+    for command, parser in _subparsers().items():
+        for action in parser._actions:
+            assert action.help, f"ebmtrack {command} {action.option_strings or action.dest}"
+
+
+def test_shared_options_mean_the_same_everywhere():
+    from ebmtrack.cli.main import DEVICE_HELP, THREADS_HELP
+    from ebmtrack.cli.trackers import PEER_MODELS_HELP
+
+    first_words = {
+        "threads": THREADS_HELP,
+        "device": DEVICE_HELP,
+        "workers": "worker processes",
+        "peer_models": PEER_MODELS_HELP,
+    }
+    seen = {name: [] for name in first_words}
+    for command, parser in _subparsers().items():
+        actions = {a.dest: a for a in parser._actions}
+        # Every command writes somewhere given by --out: a folder, or track's boxes file.
+        assert actions["out"].metavar == ("FILE" if command == "track" else "DIR"), command
+        for name, start in first_words.items():
+            if name in actions:
+                assert actions[name].help.startswith(start), (command, name)
+                seen[name].append(command)
+    assert seen["threads"] == ["demo", "eval", "regress1d", "train", "track"]
+    assert seen["device"] == ["demo", "eval", "train", "track"]
+    assert seen["workers"] == ["eval", "regress1d"]  # train's loader processes: --data-workers
+    assert seen["peer_models"] == ["demo", "eval", "track"]
+
+
+def test_readme_says_what_shared_is():
+    from pathlib import Path
+
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert "`../shared` is a folder beside the repository" in readme
+    assert "the test data, `../shared/data/sequences`" in readme

@@ -131,11 +131,16 @@ def test_unreadable_frame_keeps_the_boxes_written_so_far(sequence, tmp_path, cap
     _needs_imagenet_weights()
     (sequence / "img" / "0004.png").write_bytes(b"broken")
     out = tmp_path / "boxes.txt"
+    out.write_text("an earlier run\n")
     args = ["track", str(sequence), "--init", "50,40,40,32", "--out", str(out)]
     assert main([*args, "--search-size", "128", "--no-progress"]) == 2
-    assert len(out.read_text().splitlines()) == 3
+    assert out.read_text() == "an earlier run\n"  # replaced only by a complete file
+    partial = tmp_path / "boxes.txt.partial"
+    assert len(partial.read_text().splitlines()) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("ebmtrack track: error: cannot decode image")
+    assert err[-1].endswith(f"3 of 5 boxes written to {partial}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["boxes.txt", "boxes.txt.partial", "seq"]
 
 
 def test_bad_options(sequence, capsys):

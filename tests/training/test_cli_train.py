@@ -69,8 +69,14 @@ def test_train_then_resume_to_more_epochs(tmp_path, capsys):
         (["--loss", "l1"], "unknown box loss 'l1'"),
         (["--loss", "nce+", "--set", "loss.params.betta=1"], "unknown param(s) betta of loss"),
         ([*TINY, "--loss", "nce+", "--set", "loss.params.beta=-1"], "beta must be positive"),
-        ([], "no ImageNet weights ship for 'resnet18'"),
-        (["--set", "pretrained=false"], "no training data: give data.roots"),
+        (
+            [],
+            "--preset atom-r18 (the default) needs --backbone-weights FILE for backbone resnet18 "
+            "(ImageNet weights, e.g. torchvision's resnet18-*.pth; none ship) and training data: "
+            "--got10k DIR, --lasot DIR, --trackingnet DIR and/or --coco DIR; --preset "
+            "synthetic-smoke runs on generated data alone",
+        ),
+        (["--set", "pretrained=false"], "needs training data: --got10k DIR"),
         (["--set", "pretrained=false", "--got10k", "missing"], "training data missing"),
     ],
 )

@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ebmtrack.cli.main import add_threads_argument
+from ebmtrack.cli.main import (
+    CLIError,
+    add_device_argument,
+    add_out_argument,
+    add_progress_argument,
+    add_threads_argument,
+    check_output_folder,
+)
+from ebmtrack.cli.trackers import add_tracker_arguments, tracker_settings
 
 
 def add_parser(subparsers) -> None:
@@ -19,14 +27,9 @@ def add_parser(subparsers) -> None:
             "Needs no arguments and no network."
         ),
     )
-    parser.add_argument(
-        "--out", type=Path, default=Path("runs/demo"), help="output folder (default runs/demo)"
-    )
-    parser.add_argument("--tracker", default="atom", help="tracker name (default atom)")
-    parser.add_argument(
-        "--weights", type=Path, help="box-head weights file, .safetensors (option weights)"
-    )
-    parser.add_argument("--backbone", help="backbone name (option backbone)")
+    add_out_argument(parser, "output folder", default=Path("runs/demo"))
+    add_tracker_arguments(parser)
+    add_device_argument(parser, default=None, default_text="the tracker's, cpu")
     parser.add_argument(
         "--no-video", action="store_true", help="skip demo.mp4 and demo.gif (faster)"
     )
@@ -34,19 +37,26 @@ def add_parser(subparsers) -> None:
         "--max-frames", type=int, help="track only the first N frames (default: all)"
     )
     add_threads_argument(parser)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress_argument(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ebmtrack.evaluation.demo import DemoConfig, run_demo
 
+    if args.max_frames is not None and args.max_frames < 2:
+        raise CLIError(f"--max-frames must be at least 2, got {args.max_frames}")
+    check_output_folder(args.out)
+    name, options = tracker_settings(args)
     result = run_demo(
         DemoConfig(
             out=args.out,
-            tracker=args.tracker,
-            weights=args.weights,
-            backbone=args.backbone,
+            tracker=name,
+            weights=options.get("weights"),
+            backbone=options.get("backbone"),
+            backbone_weights=options.get("backbone_weights"),
+            peer_models=options.get("model_dir"),
+            device=options.get("device"),
             video=not args.no_video,
             max_frames=args.max_frames,
             progress=not args.no_progress,

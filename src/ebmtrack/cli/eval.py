@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import shlex
 from pathlib import Path
 
-from ebmtrack.cli.main import CLIError
+from ebmtrack.cli.main import (
+    CLIError,
+    add_device_argument,
+    add_out_argument,
+    add_progress_argument,
+    add_threads_argument,
+    check_output_folder,
+    non_negative_int,
+    positive_int,
+    resolve_device,
+    threads,
+)
 from ebmtrack.cli.options import OPTION_HELP, add_option, parse_option
+from ebmtrack.cli.trackers import (
+    OURS,
+    PEER_MODEL_TRACKERS,
+    add_peer_models_argument,
+    peer_models_check,
+)
 
 
 def _names(text: str) -> list[str]:
@@ -34,23 +50,25 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--trackers", required=True, type=_names, help="comma-separated tracker names"
     )
-    parser.add_argument("--out", required=True, type=Path, help="output folder")
-    parser.add_argument("--runs", type=int, default=1, help="runs per sequence (default 1)")
+    add_out_argument(parser, "output folder (results/, report.md, metrics.json, plots)")
+    parser.add_argument(
+        "--runs", type=positive_int, default=1, help="runs per sequence (default 1)"
+    )
     parser.add_argument(
         "--workers",
-        type=int,
+        type=non_negative_int,
         default=1,
-        help="worker processes (default 1); each uses cores // workers threads; 0 = in process",
+        help="worker processes (default 1); 0 = run in this process",
     )
+    add_threads_argument(parser, default=None, default_text="cores // workers")
+    add_device_argument(parser, default=None, default_text="cpu; for atom and dimp-nce+")
     parser.add_argument("--sequences", type=_names, help="only these comma-separated sequences")
     parser.add_argument(
         "--split",
         help="data-set split (lasot: test/train/all, got10k: train/val/test, "
         "trackingnet: test/train/TRAIN_k, uav123: UAV123/UAV20L)",
     )
-    parser.add_argument(
-        "--peer-models", type=Path, help="folder with the ONNX files of OpenCV's nanotrack / vit"
-    )
+    add_peer_models_argument(parser)
     parser.add_argument(
         "--option",
         action="append",
@@ -77,8 +95,11 @@ def add_parser(subparsers) -> None:
         help="comma-separated sequences some model was trained on: marked in the report, which "
         "then opens with the scores over the other (unseen) sequences",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.set_defaults(func=run)
+    add_progress_argument(parser)
+    parser.set_defaults(
+        func=run,
+        interrupted_note="finished sequences are kept in {out}; the same command resumes",
+    )
 
 
 def _tracker_options(args: argparse.Namespace) -> dict[str, dict]:
@@ -106,6 +127,8 @@ def _command_line(args: argparse.Namespace) -> str:
     if args.runs != 1:
         words += ["--runs", str(args.runs)]
     words += ["--workers", str(args.workers)]
+    if args.threads is not None:
+        words += ["--threads", str(args.threads)]
     for item in args.option:
         words += ["--option", item]
     if args.weights is not None:
@@ -114,6 +137,7 @@ def _command_line(args: argparse.Namespace) -> str:
         ("--sequences", ",".join(args.sequences or [])),
         ("--split", args.split),
         ("--peer-models", args.peer_models),
+        ("--device", args.device),
         ("--pack", args.pack),
         ("--seen", ",".join(args.seen)),
     ):
@@ -130,10 +154,6 @@ def run(args: argparse.Namespace) -> int:
     from ebmtrack.evaluation.scoring import protocol_for
     from ebmtrack.tracking.registry import accepted_options, check_options, get_factory
 
-    if args.runs < 1:
-        raise CLIError(f"--runs must be >= 1, got {args.runs}")
-    if args.workers < 0:
-        raise CLIError(f"--workers must be >= 0, got {args.workers}")
     if not args.trackers:
         raise CLIError("--trackers needs at least one tracker name")
     args.trackers = list(dict.fromkeys(args.trackers))
@@ -142,24 +162,30 @@ def run(args: argparse.Namespace) -> int:
     unknown = sorted(set(args.seen) - {s.name for s in sequences})
     if unknown:
         raise CLIError(f"--seen names sequences not in the data set: {', '.join(unknown)}")
+    check_output_folder(args.out)
     specs = []
     for name, options in _tracker_options(args).items():
         if args.peer_models is not None and "model_dir" in accepted_options(name):
             options.setdefault("model_dir", args.peer_models)
+        if name in PEER_MODEL_TRACKERS and not options:
+            peer_models_check(name, args.peer_models)
+        if args.device is not None and name in OURS:
+            options.setdefault("device", resolve_device(args.device))
         check_options(name, options)
         spec = TrackerSpec(name, get_factory(name), options)
         spec.create()  # fail now, in one line, on missing model files or bad options
         specs.append(spec)
 
-    logging.basicConfig(format="%(levelname)s: %(message)s")
-    summary = run_evaluation(
-        specs,
-        sequences,
-        args.out,
-        runs=args.runs,
-        workers=args.workers,
-        progress=not args.no_progress,
-    )
+    with threads(args.threads if args.workers == 0 else None):
+        summary = run_evaluation(
+            specs,
+            sequences,
+            args.out,
+            runs=args.runs,
+            workers=args.workers,
+            progress=not args.no_progress,
+            threads=args.threads,
+        )
     protocol = protocol_for(layout)
     evaluations = evaluate_results(args.out, args.trackers, sequences, args.runs, protocol)
     report = write_report(

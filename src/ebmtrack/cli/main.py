@@ -3,20 +3,40 @@
 Each subcommand lives in its own module of this package and exposes ``add_parser(subparsers)``,
 which registers an ``argparse`` sub-parser whose ``func`` default takes the parsed arguments and
 returns an exit code. Modules are imported lazily so that ``ebmtrack --help`` stays fast.
+
+What every subcommand shares is here: a user error or an I/O error is one line on stderr
+(``ebmtrack COMMAND: error: ...``) and exit status 2; Ctrl-C (SIGINT) exits with 130 and SIGTERM
+with 143, each after one line saying what was kept; a closed stdout (``| head``) ends the command
+quietly with 141. Log warnings print as ``ebmtrack COMMAND: warning: ...``. The options several
+commands take (``--threads``, ``--device``, ``--out``) are defined once, here.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import os
+import signal
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 # Module names under ebmtrack.cli, in the order --help lists them.
 SUBCOMMANDS: tuple[str, ...] = ("demo", "eval", "regress1d", "train", "track")
 
+EXIT_ERROR, EXIT_BROKEN_PIPE, EXIT_SIGINT, EXIT_SIGTERM = 2, 141, 130, 143
+
 
 class CLIError(Exception):
     """A user error: printed as one line on stderr, exit status 2, no traceback."""
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread when the process receives SIGTERM, so that ``finally`` blocks
+    (stopping worker processes, keeping partial outputs) run as on Ctrl-C."""
 
 
 def non_negative_int(text: str) -> int:
@@ -30,15 +50,167 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-def add_threads_argument(parser: argparse.ArgumentParser) -> None:
-    """``--threads N`` for commands that track: one torch thread by default, because on a busy
-    2-core machine two threads ran 8-40x slower than one (docs/demo.md)."""
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+THREADS_HELP = "torch CPU threads of each process that runs a model"
+
+
+def add_threads_argument(
+    parser: argparse.ArgumentParser, default: int | None = 1, default_text: str | None = None
+) -> None:
+    """``--threads N``: torch CPU threads per process, the same meaning in every command.
+
+    One thread by default where one process tracks, because on a busy 2-core machine two threads
+    ran 8-40x slower than one (docs/demo.md). 0 leaves torch's own default.
+    """
+    shown = default_text or f"{default}"
     parser.add_argument(
         "--threads",
         type=non_negative_int,
-        default=1,
-        help="torch CPU threads (default 1, the fastest on a busy machine; 0 = torch's default)",
+        default=default,
+        metavar="N",
+        help=f"{THREADS_HELP} (default {shown}; 0 = torch's default, one per core)",
     )
+
+
+DEVICE_HELP = "where the networks run: cpu, cuda, or auto (cuda when there is one)"
+
+
+def add_device_argument(
+    parser: argparse.ArgumentParser, default: str | None = "cpu", default_text: str | None = None
+) -> None:
+    """``--device cpu|cuda|auto``, the same meaning in every command."""
+    parser.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default=default,
+        help=f"{DEVICE_HELP} (default {default_text or default})",
+    )
+
+
+def resolve_device(name: str) -> str:
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; other names unchanged."""
+    if name != "auto":
+        return name
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def add_out_argument(
+    parser: argparse.ArgumentParser, what: str, default: Path | None = None, file: bool = False
+) -> None:
+    """``--out``: where the command writes its results (a folder; for ``track`` a file)."""
+    if default is None and not file:
+        parser.add_argument("--out", type=Path, required=True, metavar="DIR", help=what)
+        return
+    shown = f" (default {default})" if default is not None else ""
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=default,
+        metavar="FILE" if file else "DIR",
+        help=what + shown,
+    )
+
+
+def add_progress_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+@contextmanager
+def threads(count: int | None) -> Iterator[None]:
+    """Run the block with ``count`` torch threads (None or 0: leave the setting, torch's default
+    in a fresh process), restoring it after."""
+    from ebmtrack.runtime import torch_threads
+
+    with torch_threads(count or None):
+        yield
+
+
+def _folder_problem(folder: Path) -> str | None:
+    """Why files cannot be created in ``folder`` (created if missing), or None. Creates
+    nothing: a folder that does not exist yet is judged by its nearest existing parent."""
+    existing = folder
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder"
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        return f"cannot write to {existing}: {err.strerror or err}"
+    return None
+
+
+def check_output_folder(path: Path, flag: str = "--out") -> None:
+    """Refuse, before any work, an output folder that is a file, lies under a file or cannot
+    be written (CLIError naming ``flag``)."""
+    if path.exists() and not path.is_dir():
+        raise CLIError(f"{flag} {path}: is a file, not a folder")
+    problem = _folder_problem(path)
+    if problem:
+        raise CLIError(f"{flag} {path}: {problem}")
+
+
+def check_output_file(path: Path, flag: str) -> None:
+    """Refuse an output file path that is a folder, lies under a file, or cannot be written."""
+    if path.is_dir():
+        raise CLIError(f"{flag} {path}: is a folder, not a file")
+    if path.exists() and not path.is_file():
+        return  # a device or a pipe (/dev/stdout): written in place
+    problem = _folder_problem(path.parent)
+    if problem:
+        raise CLIError(f"{flag} {path}: {problem}")
+
+
+def _os_error_line(err: OSError) -> str:
+    """``PATH: CAUSE`` for an OSError that names a path, else its text."""
+    if err.strerror and err.filename is not None:
+        names = str(err.filename)
+        if err.filename2 is not None:
+            names += f" -> {err.filename2}"
+        return f"{names}: {err.strerror}"
+    return str(err) or type(err).__name__
+
+
+def _one_line(err: BaseException) -> str:
+    text = _os_error_line(err) if isinstance(err, OSError) else str(err)
+    notes = getattr(err, "__notes__", [])
+    return "; ".join([text.strip(), *notes]) if text.strip() else "; ".join(notes)
+
+
+class _Formatter(logging.Formatter):
+    def __init__(self, command: str) -> None:
+        super().__init__()
+        self.command = command
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"ebmtrack {self.command}: {record.levelname.lower()}: {record.getMessage()}"
+
+
+def _setup_logging(command: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter(command))
+    handler.ebmtrack_cli = True
+    root = logging.getLogger()
+    # Replace the handler of an earlier call in this process; leave others (pytest's) in place.
+    for old in [h for h in root.handlers if getattr(h, "ebmtrack_cli", False)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+
+
+def _on_sigterm(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the cleanup must not be cut short
+    raise Terminated()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,15 +233,56 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 0
+    command = args.command
+    # No OpenCV or FFmpeg chatter between our lines: what goes wrong with a video, a tracker
+    # or a model file is reported by ebmtrack itself.
+    os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
+    _setup_logging(command)
+    # What an interrupted command keeps, e.g. "the same command resumes" (format of args).
+    interrupted_note = getattr(args, "interrupted_note", "").format(**vars(args))
+    previous = None
+    try:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: leave signals alone
+        pass
     try:
         return int(args.func(args) or 0)
-    except (CLIError, ValueError, FileNotFoundError, NotADirectoryError) as err:
-        print(f"ebmtrack {args.command}: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"ebmtrack {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`): nothing more to say, and nothing to flush at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except Terminated as err:
+        note = _notes(err, interrupted_note)
+        print(f"ebmtrack {command}: terminated (SIGTERM){note}", file=sys.stderr)
+        return EXIT_SIGTERM
+    except KeyboardInterrupt as err:
+        print(f"ebmtrack {command}: interrupted{_notes(err, interrupted_note)}", file=sys.stderr)
+        return EXIT_SIGINT
+    except (CLIError, ValueError, OSError) as err:
+        print(f"ebmtrack {command}: error: {_one_line(err)}", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as err:
+        if type(err).__module__ != "cv2":
+            raise
+        # OpenCV refusing its input (a tracker on a frame it cannot use): its own one line.
+        text = f"OpenCV: {getattr(err, 'err', '') or err} in {getattr(err, 'func', '?')}"
+        print(f"ebmtrack {command}: error: {text}", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _notes(err: BaseException, default: str) -> str:
+    notes = getattr(err, "__notes__", None) or ([default] if default else [])
+    return "".join(f"; {note}" for note in notes)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as `python -m ebmtrack.cli.main`: use the importable module, so that its exception
+    # classes are the ones the subcommands raise.
+    from ebmtrack.cli.main import main as _main
+
+    sys.exit(_main())

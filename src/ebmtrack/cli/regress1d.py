@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ebmtrack.cli.main import non_negative_int
+from ebmtrack.cli.main import (
+    add_out_argument,
+    add_progress_argument,
+    add_threads_argument,
+    check_output_folder,
+    non_negative_int,
+    positive_int,
+)
 
 QUICK_METHODS = "ml-is,kld-is,nce,nce+,sm,dsm"
 
@@ -26,17 +33,21 @@ def add_parser(subparsers) -> None:
         "2048x2048 grid, write table.md, table.csv and figures. Finished runs are kept under "
         "OUT/runs, so an interrupted study resumes where it stopped.",
     )
-    p.add_argument("--out", type=Path, required=True, help="output folder")
+    add_out_argument(p, "output folder (runs/, table.md, table.csv, figures)")
     p.add_argument("--methods", default=None, help="comma-separated names or 'all' (default all)")
-    p.add_argument("--datasets", type=_int_list, default=(1, 2), help="e.g. 1,2")
-    p.add_argument("--runs", type=int, default=None, help="runs per method and data set (20)")
+    p.add_argument(
+        "--datasets", type=_int_list, default=(1, 2), help="data sets to run, 1 and/or 2 (1,2)"
+    )
+    p.add_argument(
+        "--runs", type=positive_int, default=None, help="runs per method and data set (20)"
+    )
     p.add_argument(
         "--costly-runs",
-        type=int,
+        type=positive_int,
         default=None,
         help="runs for ml-mcmc-16 and ml-mcmc-256 (default: --runs)",
     )
-    p.add_argument("--epochs", type=int, default=None, help="training epochs (75)")
+    p.add_argument("--epochs", type=positive_int, default=None, help="training epochs (75)")
     p.add_argument("--figure2-m", type=_int_list, default=None, help="extra M values for Figure 2")
     p.add_argument(
         "--figure2-runs",
@@ -44,14 +55,10 @@ def add_parser(subparsers) -> None:
         default=None,
         help="runs per extra M of Figure 2 (default 5; 0: none)",
     )
-    p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="threads per worker process (default 1; on 2 cores, 2 trains one run up to 1.4x "
-        "faster, while two 1-thread workers train two runs at once)",
-    )
+    p.add_argument("--workers", type=positive_int, default=1, help="worker processes (default 1)")
+    # On 2 cores, 2 threads train one run up to 1.4x faster, while two 1-thread workers train
+    # two runs at once.
+    add_threads_argument(p, default=1)
     p.add_argument(
         "--quick",
         action="store_true",
@@ -62,17 +69,22 @@ def add_parser(subparsers) -> None:
         action="store_true",
         help="train nothing: write tables and figures from the runs already finished in OUT",
     )
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.set_defaults(func=run)
+    add_progress_argument(p)
+    p.set_defaults(
+        func=run,
+        interrupted_note="finished runs are kept in {out}/runs; the same command resumes",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
     from ebmtrack.studies.regression1d import StudyConfig, parse_methods, run_study
     from ebmtrack.studies.regression1d.report import write_report
     from ebmtrack.studies.regression1d.study import load_results
 
-    if args.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    check_output_folder(args.out)
+    threads = args.threads or torch.get_num_threads()
     quick = args.quick
     methods = parse_methods(args.methods or (QUICK_METHODS if quick else "all"))
     runs = args.runs if args.runs is not None else (2 if quick else 20)
@@ -99,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         if not results:
             raise FileNotFoundError(f"no finished runs under {Path(args.out) / 'runs'}")
     else:
-        results = run_study(config, args.out, args.threads, progress=not args.no_progress)
+        results = run_study(config, args.out, threads, progress=not args.no_progress)
     print(write_report(results, args.out, config.num_samples, config.epochs), end="")
     if quick:
         print(

@@ -5,9 +5,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ebmtrack.cli.main import CLIError
+from ebmtrack.cli.main import (
+    CLIError,
+    add_device_argument,
+    add_out_argument,
+    add_progress_argument,
+    add_threads_argument,
+    check_output_folder,
+    non_negative_int,
+    positive_int,
+    threads,
+)
 
 DATASETS = ("lasot", "got10k", "trackingnet", "coco")
+DEFAULT_PRESET = "atom-r18"
 
 
 def add_parser(subparsers) -> None:
@@ -21,33 +32,50 @@ def add_parser(subparsers) -> None:
             "e.g. `torchrun --nproc_per_node 4 -m ebmtrack.cli.main train ...`."
         ),
     )
-    parser.add_argument("--out", required=True, type=Path, help="run folder")
+    add_out_argument(parser, "run folder (config.yaml, metrics.csv, checkpoints/, the model)")
     parser.add_argument(
         "--preset",
-        default="atom-r18",
-        help="starting config: atom-r18 (default), synthetic-smoke, default-cpu, dimp-cpu "
-        "(DiMP's target classifier)",
+        default=DEFAULT_PRESET,
+        help="starting config: atom-r18 (default; ATOM's recipe: needs ResNet-18 weights and "
+        "GOT-10k / LaSOT / TrackingNet / COCO), synthetic-smoke (generated data only, "
+        "seconds), default-cpu (the shipped model, from ../shared/data/sequences), dimp-cpu "
+        "(DiMP's target classifier, same data)",
     )
     parser.add_argument("--config", type=Path, help="YAML/JSON file of config values to apply")
     parser.add_argument(
         "--resume",
         action="store_true",
-        help="continue the run in OUT from its latest checkpoint, with its saved config",
+        help="continue the run in --out from its latest checkpoint, with its saved config",
     )
     for name in DATASETS:
         parser.add_argument(f"--{name}", type=Path, metavar="DIR", help=f"{name} root folder")
     parser.add_argument("--backbone", help="backbone name (resnet18, resnet50, mobilenetv2, ...)")
-    parser.add_argument("--backbone-weights", type=Path, help="ImageNet checkpoint of the backbone")
+    parser.add_argument(
+        "--backbone-weights",
+        type=Path,
+        metavar="FILE",
+        help="the backbone's weights: a torchvision checkpoint (.pth or .safetensors) for "
+        "resnet18 / resnet50, which ship none (default: the shipped ImageNet weights)",
+    )
     parser.add_argument("--loss", help="mse (ATOM) or an EBM loss: ml-is, kld-is, nce, nce+, ...")
-    parser.add_argument("--epochs", type=int)
-    parser.add_argument("--batch-size", type=int, help="global batch over all processes")
-    parser.add_argument("--samples-per-epoch", type=int)
-    parser.add_argument("--lr", type=float)
-    parser.add_argument("--workers", type=int, help="DataLoader workers per process")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--seed", type=int)
+    parser.add_argument("--epochs", type=positive_int, help="epochs to train (default: preset)")
+    parser.add_argument(
+        "--batch-size", type=positive_int, help="global batch over all processes (default: preset)"
+    )
+    parser.add_argument(
+        "--samples-per-epoch", type=positive_int, help="training pairs per epoch (default: preset)"
+    )
+    parser.add_argument("--lr", type=float, help="learning rate (default: preset)")
+    parser.add_argument(
+        "--data-workers",
+        type=non_negative_int,
+        metavar="N",
+        help="data-loading (DataLoader) processes per training process (default: preset)",
+    )
+    add_device_argument(parser, default=None, default_text="the preset's, auto")
+    parser.add_argument("--seed", type=int, help="random seed of the run (default: preset)")
     parser.add_argument("--no-amp", action="store_true", help="no mixed precision on CUDA")
-    parser.add_argument("--threads", type=int, help="torch CPU threads per process")
+    add_threads_argument(parser, default=None, default_text="torch's")
     parser.add_argument(
         "--set",
         action="append",
@@ -56,8 +84,11 @@ def add_parser(subparsers) -> None:
         help="set any config value, e.g. --set trainer.val_every=1 "
         "--set data.val_splits.got10k=val",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.set_defaults(func=run)
+    add_progress_argument(parser)
+    parser.set_defaults(
+        func=run,
+        interrupted_note="the last complete checkpoint is kept in {out}; add --resume to continue",
+    )
 
 
 def _flag_changes(args: argparse.Namespace) -> dict:
@@ -67,7 +98,7 @@ def _flag_changes(args: argparse.Namespace) -> dict:
         "batch_size": args.batch_size,
         "samples_per_epoch": args.samples_per_epoch,
         "lr": args.lr,
-        "num_workers": args.workers,
+        "num_workers": args.data_workers,
         "device": args.device,
         "seed": args.seed,
     }
@@ -101,7 +132,12 @@ def build_config(args: argparse.Namespace):
     from ebmtrack.training.experiment import CONFIG_FILE, ExperimentConfig, preset_config
 
     saved = args.out / CONFIG_FILE
-    if args.resume and saved.is_file():
+    if args.resume:
+        if not saved.is_file():
+            raise CLIError(
+                f"--resume: {args.out} holds no run to resume (no {CONFIG_FILE}); leave out "
+                "--resume to start one"
+            )
         data = read_config_file(saved)
     else:
         data = config_to_dict(preset_config(args.preset))
@@ -113,25 +149,73 @@ def build_config(args: argparse.Namespace):
     return config_from_dict(ExperimentConfig, data)
 
 
-def run(args: argparse.Namespace) -> int:
-    import torch
+def check_inputs(config, args: argparse.Namespace) -> None:
+    """Refuse, in one line naming the flags, a config whose backbone weights or training data
+    are missing: before anything is built or written."""
+    from ebmtrack.models.backbones.registry import FILE_BACKBONES, PACKAGED_WEIGHTS
 
+    needs = []
+    backbone = config.backbone
+    if config.pretrained and config.backbone_weights is None and backbone not in PACKAGED_WEIGHTS:
+        what = (
+            "NanoTrack v2's nanotrack_backbone_sim.onnx"
+            if backbone in FILE_BACKBONES
+            else f"ImageNet weights, e.g. torchvision's {backbone}-*.pth; none ship"
+        )
+        needs.append(f"--backbone-weights FILE for backbone {backbone} ({what})")
+    data = config.data
+    # Folders a preset reads its data from (data.pack: a training pack, where the config has it).
+    folders = {key: getattr(data, key, None) for key in ("sequence_folder", "pack")}
+    for key, folder in folders.items():
+        if folder is not None and not Path(folder).is_dir():
+            needs.append(
+                f"the data in {folder} (data.{key}: not a folder; run from the repository root "
+                f"beside ../shared, or --set data.{key}=DIR)"
+            )
+    if not any(folders.values()) and data.synthetic_sequences <= 0 and not data.roots:
+        needs.append(
+            "training data: --got10k DIR, --lasot DIR, --trackingnet DIR and/or --coco DIR"
+        )
+    if needs:
+        preset = f"--preset {config.preset}" + (
+            " (the default)" if config.preset == args.preset == DEFAULT_PRESET else ""
+        )
+        hint = "" if config.preset == "synthetic-smoke" else "; --preset synthetic-smoke runs "
+        hint += "on generated data alone" if hint else ""
+        raise CLIError(f"{preset} needs {' and '.join(needs)}{hint}")
+
+
+def _write_failed(err: Exception) -> bool:
+    """Whether ``err`` is safetensors' or torch.save's report of a failed write (full disk):
+    neither raises an OSError."""
+    text = str(err)
+    if type(err).__name__ == "SafetensorError":
+        return "I/O error" in text
+    return isinstance(err, RuntimeError) and (
+        "PytorchStreamWriter" in text or "file write failed" in text
+    )
+
+
+def run(args: argparse.Namespace) -> int:
     from ebmtrack.training import NonFiniteLossError
     from ebmtrack.training.distributed import init_distributed, shutdown_distributed
     from ebmtrack.training.experiment import model_file, run_experiment
 
-    if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {args.threads}")
-        torch.set_num_threads(args.threads)
+    check_output_folder(args.out)
     config = build_config(args)
-    context = init_distributed(config.trainer.device)
-    try:
-        results = run_experiment(config, args.out, resume=args.resume, context=context)
-    except NonFiniteLossError as err:
-        raise CLIError(str(err)) from None
-    finally:
-        shutdown_distributed()
+    check_inputs(config, args)
+    with threads(args.threads):
+        context = init_distributed(config.trainer.device)
+        try:
+            results = run_experiment(config, args.out, resume=args.resume, context=context)
+        except NonFiniteLossError as err:
+            raise CLIError(str(err)) from None
+        except Exception as err:
+            if _write_failed(err):
+                raise CLIError(f"cannot write the run to {args.out}: {err}") from None
+            raise
+        finally:
+            shutdown_distributed()
     if context.is_main:
         if results:
             last = results[-1]

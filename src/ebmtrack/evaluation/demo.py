@@ -27,7 +27,8 @@ from ebmtrack.evaluation.plots import plot_success
 from ebmtrack.evaluation.render import GifBudget, GifWriter, Mp4Writer, draw_track
 from ebmtrack.evaluation.scoring import OTB_PROTOCOL, score_run
 from ebmtrack.runtime import torch_threads
-from ebmtrack.tracking.base import Tracker, validate_box
+from ebmtrack.tracking.base import Tracker
+from ebmtrack.tracking.init_box import clip_init_box
 
 DEMO_CLIP = "Couple"
 DEMO_DATA = Path(__file__).resolve().parents[1] / "demo_data"
@@ -45,6 +46,11 @@ class DemoConfig:
         weights: the tracker's ``weights`` option (None: its default); refused by trackers
             without one.
         backbone: the tracker's ``backbone`` option (None: its default).
+        backbone_weights: the tracker's ``backbone_weights`` option, the backbone's weights file
+            (None: the shipped ImageNet weights; required for resnet18, resnet50 and nanotrack).
+        peer_models: the ``model_dir`` option of OpenCV's ``nanotrack`` / ``vit``, the folder
+            holding their ONNX files.
+        device: the tracker's ``device`` option (``cpu``, ``cuda``; None: its default).
         video: write ``demo.mp4`` and ``demo.gif``.
         max_frames: track only the first max_frames frames (None: the whole clip).
         progress: show a progress bar.
@@ -59,6 +65,9 @@ class DemoConfig:
     tracker: str = "atom"
     weights: Path | None = None
     backbone: str | None = None
+    backbone_weights: Path | None = None
+    peer_models: Path | None = None
+    device: str | None = None
     video: bool = True
     max_frames: int | None = None
     progress: bool = True
@@ -130,7 +139,13 @@ def prepare_output_folder(out: str | Path) -> Path:
 def _build_tracker(config: DemoConfig) -> Tracker:
     from ebmtrack.api import load_tracker
 
-    given = {"weights": config.weights, "backbone": config.backbone}
+    given = {
+        "weights": config.weights,
+        "backbone": config.backbone,
+        "backbone_weights": config.backbone_weights,
+        "model_dir": config.peer_models,
+        "device": config.device,
+    }
     return load_tracker(config.tracker, **{k: v for k, v in given.items() if v is not None})
 
 
@@ -159,7 +174,7 @@ def _track_clip(
             frame = sequence.frame(index)
             start = time.perf_counter()
             if index == 0:
-                box = validate_box(sequence.init_box, frame.shape, f"{sequence.name} init box")
+                box = clip_init_box(sequence.init_box, frame.shape, f"{sequence.name} init box")
                 tracker.initialize(frame, box)
                 score, status = math.nan, "normal"
             else:
@@ -250,6 +265,9 @@ def run_demo(config: DemoConfig | None = None) -> DemoResult:
         "tracker": config.tracker,
         "backbone": backbone,
         "weights": None if config.weights is None else str(config.weights),
+        "backbone_weights": None
+        if config.backbone_weights is None
+        else str(config.backbone_weights),
         "iou_refinement": iou_refinement,
         "protocol": OTB_PROTOCOL.name,
         "auc": result.auc,

@@ -4,10 +4,17 @@ Each (tracker, run, sequence) is one job. A finished job leaves its result files
 :mod:`ebmtrack.evaluation.results`), so a second call skips it. A job that raises is logged to
 ``OUT/errors.log`` and as a one-line warning; a job that kills its worker process (some OpenCV
 trackers segfault) is logged the same way and the worker is replaced. Other jobs go on.
+
+Interruptions: workers ignore SIGINT (Ctrl-C reaches the whole process group; the parent alone
+decides), and die with their parent (Linux: a parent-death signal; elsewhere they notice the
+closed pipe). When the parent is interrupted (KeyboardInterrupt, or a SIGTERM turned into one
+by the caller) it stops its workers at once, mid-job: result files are written atomically, box
+file last, so the results folder holds finished sequences only and a later call resumes.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import multiprocessing as mp
@@ -20,6 +27,7 @@ import time
 import traceback
 import zlib
 from collections import deque
+from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -32,10 +40,16 @@ from tqdm import tqdm
 
 from ebmtrack.data.datasets import Sequence
 from ebmtrack.evaluation.results import has_result, write_result
-from ebmtrack.tracking.base import Tracker, validate_box
+from ebmtrack.tracking.base import Tracker
+from ebmtrack.tracking.init_box import clip_init_box
 from ebmtrack.tracking.registry import TrackerFactory
 
 LOG = logging.getLogger("ebmtrack.evaluation")
+
+
+class ResultsNotWritten(OSError):
+    """A result file could not be written (full disk, no permission): every other job would
+    fail the same way, so the evaluation stops."""
 
 
 @dataclass(frozen=True)
@@ -73,26 +87,34 @@ class RunSummary:
     failed: list[str] = field(default_factory=list)
 
 
-def track_sequence(tracker: Tracker, sequence: Sequence) -> tuple[np.ndarray, np.ndarray]:
+def track_sequence(
+    tracker: Tracker, sequence: Sequence, on_frame: Callable[[int], None] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """One-pass evaluation: initialise on frame 1's ground truth, then track every frame.
 
-    Returns boxes (N, 4), row 0 = the init box, and per-frame seconds (N,) of ``initialize`` /
-    ``track`` alone (image reading excluded).
+    Returns boxes (N, 4), row 0 = the init box (clipped to the frame by
+    :func:`~ebmtrack.tracking.init_box.clip_init_box`), and per-frame seconds (N,) of
+    ``initialize`` / ``track`` alone (image reading excluded). ``on_frame(index)`` is called
+    after each frame.
     """
     first = sequence.frame(0)
-    init_box = validate_box(sequence.init_box, first.shape, f"{sequence.name} init box")
+    init_box = clip_init_box(sequence.init_box, first.shape, f"{sequence.name} init box")
     boxes = np.empty((len(sequence), 4))
     times = np.empty(len(sequence))
     start = time.perf_counter()
     tracker.initialize(first, init_box)
     times[0] = time.perf_counter() - start
     boxes[0] = init_box
+    if on_frame is not None:
+        on_frame(0)
     for index in range(1, len(sequence)):
         frame = sequence.frame(index)
         start = time.perf_counter()
         result = tracker.track(frame)
         times[index] = time.perf_counter() - start
         boxes[index] = np.asarray(result.box, dtype=np.float64).reshape(4)
+        if on_frame is not None:
+            on_frame(index)
     return boxes, times
 
 
@@ -112,12 +134,17 @@ def _seed_generators(seed: int) -> None:
         sys.modules["torch"].manual_seed(seed)
 
 
-def run_job(job: Job, out_dir: Path) -> None:
+def run_job(job: Job, out_dir: Path, on_frame: Callable[[int], None] | None = None) -> None:
     """Track one sequence, with the generators seeded by :func:`job_seed`, and write its results."""
     tracker = job.tracker.create()
     _seed_generators(job_seed(job.run, job.sequence.name))
-    boxes, times = track_sequence(tracker, job.sequence)
-    write_result(out_dir, job.tracker.name, job.run, job.sequence.name, boxes, times)
+    boxes, times = track_sequence(tracker, job.sequence, on_frame)
+    try:
+        write_result(out_dir, job.tracker.name, job.run, job.sequence.name, boxes, times)
+    except OSError as err:
+        raise ResultsNotWritten(
+            f"cannot write results to {out_dir}: {err.strerror or err}"
+        ) from err
 
 
 def thread_budget(workers: int) -> int:
@@ -128,7 +155,9 @@ def thread_budget(workers: int) -> int:
 
 def _limit_threads(threads: int) -> None:
     # The variables reach libraries imported later (torch reads OMP_NUM_THREADS when imported);
-    # torch already imported is set directly.
+    # torch already imported is set directly. 0 leaves the libraries' defaults.
+    if threads == 0:
+        return
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
     cv2.setNumThreads(threads)
@@ -136,14 +165,69 @@ def _limit_threads(threads: int) -> None:
         sys.modules["torch"].set_num_threads(threads)
 
 
-def _worker_main(conn, out_dir: Path, threads: int) -> None:
-    while (job := conn.recv()) is not None:
+# Messages from a worker: ("frames", n) while it tracks, ("done", label, error or None) at the
+# end, or ("fatal", label, message) when results cannot be written.
+_PROGRESS_SECONDS = 0.2
+
+
+def _die_with_parent(parent: int) -> None:
+    """Have the kernel send SIGTERM to this process when its parent dies (Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (AttributeError, OSError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def _on_worker_sigterm(signum, frame) -> None:
+    # Unwind (an atomic write in progress removes its temporary file), then exit.
+    raise SystemExit(128 + signum)
+
+
+def _worker_main(conn, out_dir: Path, threads: int, parent: int, log_formatter) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    signal.signal(signal.SIGTERM, _on_worker_sigterm)
+    _die_with_parent(parent)
+    if log_formatter is not None:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(log_formatter)
+        logging.getLogger().handlers[:] = [handler]
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:  # the parent is gone
+            return
+        if job is None:
+            return
+        reported, last = 0, time.monotonic()
+
+        def on_frame(index: int) -> None:
+            nonlocal reported, last
+            now = time.monotonic()
+            if now - last >= _PROGRESS_SECONDS:
+                conn.send(("frames", index + 1 - reported))
+                reported, last = index + 1, now
+
         try:
             _limit_threads(threads)
-            run_job(job, out_dir)
-            conn.send((job.label, None))
+            run_job(job, out_dir, on_frame)
+            conn.send(("done", job.label, None))
+        except ResultsNotWritten as err:
+            conn.send(("fatal", job.label, str(err)))
         except Exception:
-            conn.send((job.label, traceback.format_exc()))
+            conn.send(("done", job.label, traceback.format_exc()))
+
+
+def _log_formatter() -> logging.Formatter | None:
+    """The formatter of this process's first log handler, for workers to log alike (None when
+    there is none or it cannot be sent to another process)."""
+    handlers = logging.getLogger().handlers
+    try:
+        return pickle.loads(pickle.dumps(handlers[0].formatter)) if handlers else None
+    except Exception:
+        return None
 
 
 class _Worker:
@@ -155,24 +239,37 @@ class _Worker:
 
     def __init__(self, ctx, out_dir: Path, threads: int) -> None:
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, out_dir, threads), daemon=True)
-        self.process.start()
+        args = (child, out_dir, threads, os.getpid(), _log_formatter())
+        self.process = ctx.Process(target=_worker_main, args=args, daemon=True)
+        # Started with SIGINT ignored, which the new interpreter keeps until _worker_main: a
+        # Ctrl-C while it imports would otherwise print its traceback.
+        try:
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            previous = None
+        try:
+            self.process.start()
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
         child.close()  # the parent keeps its end only, so a dead worker reads as EOF
         self.job: Job | None = None
 
     def give(self, job: Job) -> None:
         self.job = job
+        self.frames = 0  # frames of the job reported so far
         self.conn.send(job)
 
-    def result(self) -> tuple[str, str | None] | None:
-        """The finished job's ``(label, error)``, or None when the worker died without one."""
+    def message(self) -> tuple | None:
+        """The worker's next message (see ``_worker_main``), or None when it died."""
         try:
             return self.conn.recv()
         except (EOFError, OSError, pickle.UnpicklingError):
             return None
 
-    def stop(self) -> None:
-        if self.process.is_alive():
+    def stop(self, now: bool = False) -> None:
+        """End the worker: after its job, or ``now`` (SIGTERM, then SIGKILL after 3 s)."""
+        if self.process.is_alive() and not now:
             try:
                 self.conn.send(None)
             except OSError:
@@ -180,6 +277,9 @@ class _Worker:
             self.process.join(timeout=5)
         if self.process.is_alive():
             self.process.terminate()
+            self.process.join(timeout=3)
+        if self.process.is_alive():
+            self.process.kill()
             self.process.join()
         self.conn.close()
 
@@ -216,13 +316,16 @@ def run_evaluation(
     runs: int = 1,
     workers: int = 1,
     progress: bool = True,
+    threads: int | None = None,
 ) -> RunSummary:
     """Run every tracker ``runs`` times on every sequence; skip what ``out_dir`` already has.
 
     Args:
         workers: number of worker processes, each using cores // workers threads. 0 runs the
             jobs in this process (no protection against crashing trackers).
-        progress: show a tqdm bar over (tracker, run, sequence).
+        progress: show a tqdm bar over the frames to track.
+        threads: torch / OpenCV threads of each worker process (None: cores // workers; 0:
+            the libraries' defaults). With ``workers=0`` the caller sets its own threads.
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
@@ -241,27 +344,40 @@ def run_evaluation(
                     summary.skipped.append(job.label)
                 else:
                     pending.append(job)
-    total = len(pending) + len(summary.skipped)
-    with tqdm(total=total, initial=len(summary.skipped), disable=not progress, unit="seq") as bar:
+    frames = sum(len(job.sequence) for job in pending)
+    # Counted in frames, so that the bar moves from the first frame, not per finished sequence.
+    with tqdm(total=frames, disable=not progress, unit="frame", desc="eval") as bar:
+        jobs_total, jobs_done = len(pending) + len(summary.skipped), len(summary.skipped)
 
-        def finish(label: str, error: str | None) -> None:
+        def finish(job: Job, error: str | None, reported: int) -> None:
+            nonlocal jobs_done
             if error is None:
-                summary.done.append(label)
+                summary.done.append(job.label)
             else:
-                summary.failed.append(label)
-                _log_failure(out_dir, label, error)
-            bar.set_postfix_str(label, refresh=False)
-            bar.update()
+                summary.failed.append(job.label)
+                _log_failure(out_dir, job.label, error)
+            jobs_done += 1
+            bar.set_postfix_str(f"{jobs_done}/{jobs_total} sequence runs", refresh=False)
+            bar.update(len(job.sequence) - reported)
 
         if workers == 0:
             for job in pending:
+                reported = 0
+
+                def on_frame(index: int) -> None:
+                    nonlocal reported
+                    reported = index + 1
+                    bar.update()
+
                 try:
-                    run_job(job, out_dir)
-                    finish(job.label, None)
+                    run_job(job, out_dir, on_frame)
+                    finish(job, None, reported)
+                except ResultsNotWritten:
+                    raise
                 except Exception:
-                    finish(job.label, traceback.format_exc())
+                    finish(job, traceback.format_exc(), reported)
         else:
-            _run_in_workers(pending, out_dir, workers, finish)
+            _run_in_workers(pending, out_dir, workers, threads, finish, bar.update)
     return summary
 
 
@@ -274,10 +390,18 @@ def _death_note(exit_code: int | None) -> str:
     return f"worker process died (exit code {exit_code})"
 
 
-def _run_in_workers(pending: deque[Job], out_dir: Path, workers: int, finish) -> None:
+def _run_in_workers(
+    pending: deque[Job],
+    out_dir: Path,
+    workers: int,
+    threads: int | None,
+    finish,
+    advance: Callable[[int], None],
+) -> None:
     ctx = mp.get_context("spawn")  # fork is unsafe with threaded libraries (torch, OpenMP)
-    threads = thread_budget(workers)
+    threads = thread_budget(workers) if threads is None else threads
     pool = [_Worker(ctx, out_dir, threads) for _ in range(min(workers, len(pending)))]
+    interrupted = True
     try:
         while True:
             for i, worker in enumerate(pool):
@@ -293,23 +417,29 @@ def _run_in_workers(pending: deque[Job], out_dir: Path, workers: int, finish) ->
             busy = [worker for worker in pool if worker.job is not None]
             if not busy:
                 break
-            # A result and an exit both wake us; the timeout keeps Ctrl-C responsive.
+            # A message and an exit both wake us; the timeout keeps Ctrl-C responsive.
             mp_connection.wait([w.conn for w in busy] + [w.process.sentinel for w in busy], 1.0)
             for worker in busy:
-                if worker.conn.poll():
-                    outcome = worker.result()
-                elif not worker.process.is_alive():
-                    outcome = None
-                else:
-                    continue
+                message = ("frames", 0)
+                while message is not None and message[0] == "frames" and worker.conn.poll():
+                    message = worker.message()
+                    if message is not None and message[0] == "frames":
+                        worker.frames += message[1]
+                        advance(message[1])
+                if message is not None and message[0] == "frames" and worker.process.is_alive():
+                    continue  # still tracking
                 job, worker.job = worker.job, None
-                if outcome is None:
+                if message is not None and message[0] == "fatal":
+                    raise ResultsNotWritten(message[2])
+                if message is not None and message[0] == "done":
+                    finish(job, message[2], worker.frames)
+                else:  # it died without a word
                     worker.process.join()
-                    finish(job.label, _death_note(worker.process.exitcode))
+                    finish(job, _death_note(worker.process.exitcode), worker.frames)
                     worker.stop()
                     pool[pool.index(worker)] = _Worker(ctx, out_dir, threads)
-                else:
-                    finish(*outcome)
+        interrupted = False
     finally:
+        # Interrupted (Ctrl-C, SIGTERM, an error here): stop the workers mid-job, now.
         for worker in pool:
-            worker.stop()
+            worker.stop(now=interrupted)

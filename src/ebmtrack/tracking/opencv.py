@@ -13,7 +13,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ebmtrack.tracking.base import TrackResult, TrackStatus, validate_box
+from ebmtrack.tracking.base import TrackResult, TrackStatus
+from ebmtrack.tracking.init_box import clip_init_box
 
 # kind -> (module attribute path, is legacy API)
 _FACTORIES: dict[str, tuple[str, bool]] = {
@@ -81,8 +82,8 @@ def resolve_model_files(
             continue
         if given is None and _sha256(path) != digest:
             raise ValueError(
-                f"{kind}: {path} is not the known {file_name} (sha256 differs); pass its path as "
-                f"{param}= to use another export"
+                f"{kind}: {path} is not the known {file_name} (sha256 differs); give its path "
+                f"as the {param!r} option to use another export"
             )
         resolved[param] = str(path)
     if missing:
@@ -110,8 +111,9 @@ class OpenCVTracker:
     """An OpenCV tracker as a :class:`~ebmtrack.tracking.base.Tracker`.
 
     Frames come in as RGB or grayscale uint8 and are converted to BGR for OpenCV. The init box is
-    rounded to whole pixels (OpenCV's Rect; legacy Boosting crashes on fractional sizes). When
-    OpenCV reports a failure the last box is kept and the status is ``not_found``.
+    clipped to the frame (:func:`~ebmtrack.tracking.init_box.clip_init_box`) and rounded to whole
+    pixels (OpenCV's Rect; legacy Boosting crashes on fractional sizes). When OpenCV reports a
+    failure the last box is kept and the status is ``not_found``.
 
     Args:
         kind: one of :data:`OPENCV_TRACKERS`.
@@ -143,11 +145,20 @@ class OpenCVTracker:
         return cv2.cvtColor(frame, cv2.COLOR_RGB2BGR)
 
     def initialize(self, frame: np.ndarray, box: np.ndarray) -> None:
-        box = validate_box(box, frame.shape, "init box")
-        x, y = round(box[0]), round(box[1])
-        w, h = max(1, round(box[2])), max(1, round(box[3]))
+        box = clip_init_box(box, frame.shape, "init box")
+        # Whole pixels inside the frame: OpenCV's trackers fail on a Rect that leaves it.
+        height, width = frame.shape[:2]
+        x, y = min(round(box[0]), width - 1), min(round(box[1]), height - 1)
+        w = max(1, min(round(box[0] + box[2]), width) - x)
+        h = max(1, min(round(box[1] + box[3]), height) - y)
         self._tracker = _create(self.name, self._model_files)
-        ok = self._tracker.init(self._to_bgr(frame), (x, y, w, h))
+        try:
+            ok = self._tracker.init(self._to_bgr(frame), (x, y, w, h))
+        except cv2.error as err:  # e.g. MIL on a box that leaves no room for negative samples
+            raise ValueError(
+                f"OpenCV's {self.name} cannot start on the box {x},{y},{w},{h} in a "
+                f"{frame.shape[1]}x{frame.shape[0]} frame ({err.err} in {err.func})"
+            ) from None
         if self._legacy and ok is False:
             raise RuntimeError(f"OpenCV {self.name} could not initialise on box {box.tolist()}")
         self._box = box.copy()

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from ebmtrack.ops.crop import crop_square, search_region_side
 from ebmtrack.tracking.augment import augmented_crops, dropout_copies
-from ebmtrack.tracking.base import validate_box
+from ebmtrack.tracking.init_box import clip_init_box
 from ebmtrack.tracking.localize import Localization, localize, upsample_scores
 from ebmtrack.tracking.memory import SampleMemory
 
@@ -128,7 +128,7 @@ class SearchRegionTracker:
         (without autograd), adding the channel-dropout copies of the first."""
         params = self.params
         frame = as_rgb(frame)
-        box = validate_box(box, frame.shape, "box")
+        box = clip_init_box(box, frame.shape, "init box")
         rng = np.random.default_rng(params.seed)
         generator = torch.Generator().manual_seed(params.seed)
         center, size = box[:2] + box[2:] / 2, box[2:].copy()

@@ -9,6 +9,7 @@ video each stored image is, for folders that keep a subsample of a video.
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from ebmtrack.data.datasets.sequence import (
     read_boxes,
     read_names,
 )
+
+logger = logging.getLogger("ebmtrack")
 
 FRAME_FOLDERS = ("img", "color")
 _TARGET_FILE = re.compile(r"groundtruth_rect\.(\d+)\.txt$")
@@ -121,6 +124,15 @@ def _read_video(
                 f"{folder}: {len(gt)} boxes in {gt_path.name} but only {len(seq_frames)} frames"
             )
             continue
+        if len(seq_frames) > len(gt):
+            logger.warning(
+                "%s: %d boxes in %s for %d frames: the first %d frames are used",
+                folder,
+                len(gt),
+                gt_path.name,
+                len(seq_frames),
+                len(gt),
+            )
         seq_frames = seq_frames[: len(gt)]
         numbers = None
         if (folder / "frames.txt").is_file():
@@ -164,7 +176,8 @@ def load_folder(root: str | Path, dataset: str = "folder") -> list[Sequence]:
     """Every OTB/VOT-style sequence folder under ``root`` (or ``root`` itself if it is one).
 
     When the annotation has fewer lines than there are frames, the first frames are used (OTB
-    ships a few sequences with extra frames, e.g. Football1).
+    ships a few sequences with extra frames, e.g. Football1), with one warning per sequence;
+    more lines than frames is an error.
     """
     root = Path(root)
     if not root.is_dir():

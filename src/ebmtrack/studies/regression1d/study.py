@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import zlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -196,6 +197,10 @@ def run_study(
     return load_results(run_dir)
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group: the parent decides
+
+
 def _run_in_pool(
     config: StudyConfig,
     pending: Iterable[RunKey],
@@ -207,20 +212,28 @@ def _run_in_pool(
     context = get_context("spawn")
     with (
         context.Manager() as manager,
-        ProcessPoolExecutor(config.workers, mp_context=context) as pool,
+        ProcessPoolExecutor(config.workers, mp_context=context, initializer=_ignore_sigint) as pool,
     ):
         progress_queue = manager.Queue()
         futures = {
             pool.submit(_worker_run, k, str(run_dir), config.grid_size, threads, progress_queue)
             for k in pending
         }
-        while futures:
-            completed, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
-            for future in completed:
-                future.result()  # re-raise a worker's error here
-            finished(len(completed))
-            while True:
-                try:
-                    bar.update(progress_queue.get_nowait())
-                except queue.Empty:
-                    break
+        try:
+            while futures:
+                completed, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
+                for future in completed:
+                    future.result()  # re-raise a worker's error here
+                finished(len(completed))
+                while True:
+                    try:
+                        bar.update(progress_queue.get_nowait())
+                    except queue.Empty:
+                        break
+        except BaseException:
+            # Interrupted (Ctrl-C, SIGTERM) or failed: stop the runs in progress now rather
+            # than wait for them; finished runs are on disk and a later call resumes.
+            for process in list((getattr(pool, "_processes", None) or {}).values()):
+                process.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise

@@ -1,0 +1,145 @@
+"""Fault injection: ``eval`` and ``train`` stopped by SIGINT (Ctrl-C, sent to the whole process
+group) or SIGTERM (``kill``, ``timeout``, job schedulers: the command alone) at random points,
+then run again until they finish. Each stop is one line and exit 130 / 143, leaves no process
+behind, and the final results equal those of a run that was never stopped."""
+
+from __future__ import annotations
+
+import csv
+import random
+import signal
+
+import pytest
+from cli_helpers import ebmtrack, generated_sequences, interrupt
+from safetensors.numpy import load_file
+
+STOPS = [(signal.SIGINT, 1), (signal.SIGTERM, 2)]
+EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+WORDS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
+
+
+def _run_with_stops(args, out, signum, rng, progress, total, note):
+    """Stop ``ebmtrack ARGS`` twice, each time a random short while after it has made some new
+    progress (``progress()`` counts finished units out of ``total``), then rerun it to the end.
+    Progress, not time, picks the points: on a loaded machine run times vary tenfold. Returns
+    how many times it was stopped."""
+    stops = 0
+    for _ in range(2):
+        before = progress()
+        if before >= total - 1:
+            break
+        target = rng.randint(before + 1, total - 1)
+        done, left = interrupt(
+            args, signum, rng.uniform(0, 0.3), ready=lambda t=target: progress() >= t
+        )
+        assert left == [], f"processes left after {signum.name}: {left}"
+        if done.returncode == 0:
+            return stops
+        stops += 1
+        assert done.returncode == EXIT[signum], done.stderr
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert lines[-1] == f"ebmtrack {args[0]}: {WORDS[signum]}; {note.format(out=out)}"
+        assert len(lines) == 1, lines
+        assert not list(out.rglob("*.tmp")), "a temporary file was left behind"
+    done, left = interrupt(args, signum, 600)  # to the end
+    assert done.returncode == 0, done.stderr
+    assert left == []
+    return stops
+
+
+@pytest.fixture(scope="module")
+def eval_reference(tmp_path_factory):
+    root = tmp_path_factory.mktemp("eval")
+    data = generated_sequences(root / "data", count=4, frames=30)
+    args = ["eval", data, "--trackers", "kcf,csrt", "--workers", "2", "--no-progress"]
+    done = ebmtrack(*args, "--out", root / "reference")
+    assert done.returncode == 0, done.stderr
+    return root, args
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("signum", "seed"), STOPS)
+def test_eval_stopped_and_resumed_equals_an_uninterrupted_run(eval_reference, signum, seed):
+    root, args = eval_reference
+    out = root / f"{signum.name}-{seed}"
+    stops = _run_with_stops(
+        [*args, "--out", out],
+        out,
+        signum,
+        random.Random(seed),
+        progress=lambda: len(list(out.glob("results/*/default_000/Square?.txt"))),
+        total=8,
+        note="finished sequences are kept in {out}; the same command resumes",
+    )
+    assert stops >= 1
+    reference = root / "reference" / "results"
+    boxes = sorted(p.relative_to(reference) for p in reference.rglob("Square?.txt"))
+    assert len(boxes) == 8
+    for name in boxes:
+        assert (out / "results" / name).read_text() == (reference / name).read_text(), name
+
+
+TRAIN = ["--preset", "synthetic-smoke", "--epochs", "3", "--samples-per-epoch", "8"]
+TRAIN += ["--batch-size", "4", "--set", "trainer.val_samples=4", "--threads", "1", "--no-progress"]
+
+
+def _losses(run):
+    with open(run / "metrics.csv") as handle:
+        return [(r["epoch"], r["split"], float(r["loss"])) for r in csv.DictReader(handle)]
+
+
+@pytest.fixture(scope="module")
+def train_reference(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train")
+    done = ebmtrack("train", "--out", root / "reference", *TRAIN)
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def _epochs_saved(run) -> int:
+    """1 when the run folder exists, then 1 + the epoch of the latest checkpoint."""
+    if not (run / "config.yaml").is_file():
+        return 0
+    latest = run / "checkpoints" / "latest"
+    return 1 + (int(latest.read_text().strip().rsplit("-", 1)[1]) if latest.is_file() else 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("signum", "seed"), STOPS)
+def test_train_stopped_and_resumed_equals_an_uninterrupted_run(train_reference, signum, seed):
+    root = train_reference
+    out = root / f"{signum.name}-{seed}"
+    base = ["train", "--out", out, *TRAIN]
+    stops = 0
+    rng = random.Random(seed)
+    for _ in range(2):
+        # A run folder with a config is resumed; before it exists, the command starts afresh.
+        args = [*base, "--resume"] if (out / "config.yaml").is_file() else base
+        before = _epochs_saved(out)
+        if before >= 3:
+            break
+        target = rng.randint(before + 1, 3)  # up to the second-to-last epoch's checkpoint
+        done, left = interrupt(
+            args, signum, rng.uniform(0, 0.3), ready=lambda t=target: _epochs_saved(out) >= t
+        )
+        assert left == []
+        if done.returncode == 0:
+            break
+        stops += 1
+        assert done.returncode == EXIT[signum], done.stderr
+        assert done.stderr.strip().splitlines() == [
+            f"ebmtrack train: {WORDS[signum]}; the last complete checkpoint is kept in {out}; "
+            "add --resume to continue"
+        ]
+    assert stops >= 1
+    if not (out / "iou_net.safetensors").is_file():
+        done = ebmtrack(*base, "--resume")
+        assert done.returncode == 0, done.stderr
+    expected = load_file(root / "reference" / "iou_net.safetensors")
+    got = load_file(out / "iou_net.safetensors")
+    assert expected.keys() == got.keys()
+    for key in expected:
+        assert abs(expected[key] - got[key]).max() <= 1e-6, key
+    assert [row[:2] for row in _losses(out)] == [row[:2] for row in _losses(root / "reference")]
+    for (_, _, a), (_, _, b) in zip(_losses(out), _losses(root / "reference")):
+        assert abs(a - b) <= 1e-6
