@@ -13,6 +13,7 @@ def load_tracker(
     name: str = "atom",
     weights: str | Path | None = None,
     backbone: str = "mobilenetv2",
+    threads: int | None = None,
     **params,
 ) -> Tracker:
     """A ready tracker by name.
@@ -29,6 +30,9 @@ def load_tracker(
             without), for ``dimp-nce+`` the EBM head (default: the shipped NCE+ head, see
             :func:`ebmtrack.tracking.dimp.factory.create_dimp_tracker`).
         backbone: for ``atom`` and ``dimp-nce+``, the backbone name.
+        threads: CPU threads of this process's trackers (torch, ONNX Runtime, OpenCV): default
+            one, which holds its speed on a busy machine; ``0``: a thread per core
+            (:func:`ebmtrack.models.runtime.configure_threads`, process-wide).
         **params: the tracker's parameters (for ``atom`` fields of ``AtomParams`` such as
             ``search_size``, ``device``, ``use_iou_net``; for ``dimp-nce+`` fields of
             ``DiMPParams`` and ``classifier_weights``).
@@ -36,6 +40,9 @@ def load_tracker(
     Raises:
         ValueError: unknown tracker or parameter, or weights that do not match.
     """
+    from ebmtrack.models.runtime import configure_threads
+
+    configure_threads(threads)
     if name == "atom":
         from ebmtrack.tracking.atom.factory import create_atom_tracker
 

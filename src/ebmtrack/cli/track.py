@@ -90,13 +90,15 @@ def _build_tracker(args: argparse.Namespace):
     if args.tracker != "atom":
         if args.weights is not None or args.search_size is not None or args.onnx:
             raise CLIError("--weights, --search-size and --onnx apply to --tracker atom only")
-        return load_tracker(args.tracker)
+        return load_tracker(args.tracker, threads=args.threads)
     params = {"device": args.device}
     if args.search_size is not None:
         params["search_size"] = args.search_size
     if args.onnx:
         params["backbone_runtime"] = "onnx"
-    return load_tracker("atom", weights=args.weights, backbone=args.backbone, **params)
+    return load_tracker(
+        "atom", weights=args.weights, backbone=args.backbone, threads=args.threads, **params
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,10 +110,6 @@ def run(args: argparse.Namespace) -> int:
     from ebmtrack.evaluation.render import Mp4Writer, draw_track
     from ebmtrack.tracking.base import validate_box
 
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
     init = _parse_box(args.init)
     frames, count, fps = _frames(args.source)
     first = next(frames, None)

@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from ebmtrack.data.datasets import Sequence
 from ebmtrack.evaluation.results import has_result, write_result
+from ebmtrack.models.runtime import DEFAULT_THREADS, configure_threads
 from ebmtrack.tracking.base import Tracker, validate_box
 from ebmtrack.tracking.registry import TrackerFactory
 
@@ -121,19 +122,17 @@ def run_job(job: Job, out_dir: Path) -> None:
 
 
 def thread_budget(workers: int) -> int:
-    """Threads per worker so that the workers together use the CPU cores we may run on."""
+    """Threads per worker: the trackers' default (:data:`~ebmtrack.models.runtime.
+    DEFAULT_THREADS`, one: it holds its speed on a busy machine, where threads that wait for
+    each other do not), fewer if the workers together would use more than the CPU cores we may
+    run on. More workers, not more threads, use more cores."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) // max(1, workers))
+    return max(1, min(DEFAULT_THREADS, (cores or 1) // max(1, workers)))
 
 
 def _limit_threads(threads: int) -> None:
-    # The variables reach libraries imported later (torch reads OMP_NUM_THREADS when imported);
-    # torch already imported is set directly.
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(threads)
     cv2.setNumThreads(threads)
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(threads)
+    configure_threads(threads)
 
 
 def _worker_main(conn, out_dir: Path, threads: int) -> None:

@@ -127,6 +127,10 @@ class OnnxBackbone:
             options = self._ort.SessionOptions()
             options.intra_op_num_threads = self.num_threads
             options.inter_op_num_threads = 1
+            # Idle pool threads sleep: spinning ones take cores from the other threads of a
+            # busy machine, including this process's own.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.add_session_config_entry("session.inter_op.allow_spinning", "0")
             options.graph_optimization_level = self._ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             self._sessions[key] = self._ort.InferenceSession(
                 str(path), options, providers=["CPUExecutionProvider"]
