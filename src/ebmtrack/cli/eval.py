@@ -39,7 +39,7 @@ def add_parser(subparsers) -> None:
         "--workers",
         type=int,
         default=1,
-        help="worker processes (default 1); each uses cores // workers threads; 0 = in process",
+        help="worker processes (default 1), one thread each; 0 = in process",
     )
     parser.add_argument("--sequences", type=_names, help="only these comma-separated sequences")
     parser.add_argument(

@@ -219,8 +219,9 @@ def run_evaluation(
     """Run every tracker ``runs`` times on every sequence; skip what ``out_dir`` already has.
 
     Args:
-        workers: number of worker processes, each using cores // workers threads. 0 runs the
-            jobs in this process (no protection against crashing trackers).
+        workers: number of worker processes, each with :func:`thread_budget` threads (one by
+            default: more workers, not more threads, use more cores). 0 runs the jobs in this
+            process, with as many threads (no protection against crashing trackers).
         progress: show a tqdm bar over (tracker, run, sequence).
     """
     if runs < 1:
@@ -253,6 +254,7 @@ def run_evaluation(
             bar.update()
 
         if workers == 0:
+            _limit_threads(thread_budget(1))
             for job in pending:
                 try:
                     run_job(job, out_dir)
