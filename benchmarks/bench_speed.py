@@ -1,11 +1,15 @@
 """Tracking speed of the default tracker on a quiet and on a busy CPU, in one run.
 
 Each configuration (precision x backbone runtime x threads, and the slow path for comparison:
-eager PyTorch with the scale search on every frame) runs in a fresh Python process, built the
+eager PyTorch with the scale search on every frame; bfloat16 with eager PyTorch only, since
+ONNX Runtime runs the backbone in float32) runs in a fresh Python process, built the
 way a user builds it (``ebmtrack.load_tracker("atom", threads=..., **params)``, so the
-package's own thread and wait-policy defaults apply), first on a quiet machine, then while this
-script keeps two competing busy processes (one pure-Python loop each, same priority, same
-cores) running, which it starts before and stops after each busy measurement. FPS counts
+package's own thread and wait-policy defaults apply), first "quiet" (with no competitor of
+this script's: as quiet as the machine is), then "busy": while two competing busy processes
+(one pure-Python loop each, started by this script with its own priority and cores) run; they
+are stopped after each busy measurement. The last column counts frames per second of CPU
+time the process used (``process_time``, all its threads, quiet phase): nearly blind to other
+jobs, and for one thread about the FPS it reaches with a core to itself. FPS counts
 ``initialize`` and every ``track`` call over the frames, which are decoded beforehand
 (decoding excluded); a first pass over a few frames warms up (ONNX export, allocator).
 ``--cli`` also times the whole ``ebmtrack track`` command (start-up, decoding and writing
@@ -226,6 +230,8 @@ def main() -> None:
             if not args.no_slow_path:
                 configs.append(("slow path", precision, threads, dict(SLOW_PATH)))
             for runtime in args.runtimes.split(","):
+                if precision == "bfloat16" and runtime == "onnx":
+                    continue  # ONNX Runtime's backbone runs float32 whatever the precision
                 configs.append(("default", precision, threads, {"backbone_runtime": runtime}))
     print(
         "| tracker | precision | runtime | threads | quiet FPS | load | busy FPS | load "
