@@ -130,15 +130,10 @@ def thread_budget(workers: int) -> int:
     return max(1, min(DEFAULT_THREADS, (cores or 1) // max(1, workers)))
 
 
-def _limit_threads(threads: int) -> None:
-    cv2.setNumThreads(threads)
-    configure_threads(threads)
-
-
 def _worker_main(conn, out_dir: Path, threads: int) -> None:
     while (job := conn.recv()) is not None:
         try:
-            _limit_threads(threads)
+            configure_threads(threads)
             run_job(job, out_dir)
             conn.send((job.label, None))
         except Exception:
@@ -254,7 +249,7 @@ def run_evaluation(
             bar.update()
 
         if workers == 0:
-            _limit_threads(thread_budget(1))
+            configure_threads(thread_budget(1))
             for job in pending:
                 try:
                     run_job(job, out_dir)

@@ -62,9 +62,9 @@ def configure_threads(threads: int | None = None) -> int:
 def resolve_backbone_runtime(runtime: str, device: torch.device | str, dtype: torch.dtype) -> str:
     """``torch`` or ``onnx`` for a tracker's backbone_runtime parameter.
 
-    ``auto``: ONNX Runtime where it is installed, on the CPU in float32 (there it runs the
-    frozen backbones 1.3-2x faster than eager PyTorch, docs/backbones.md), else eager PyTorch
-    (on a GPU, and in bfloat16, which ONNX Runtime's CPU kernels do not run faster).
+    ``auto``: ONNX Runtime where it is installed, on the CPU in float32 (there it ran the
+    tracker's MobileNetV2 1.8x faster than eager PyTorch, docs/results/speed.md), else eager
+    PyTorch (on a GPU, and in bfloat16, which ONNX Runtime's CPU kernels do not run).
     """
     if runtime not in BACKBONE_RUNTIMES:
         raise ValueError(
