@@ -1,17 +1,17 @@
 """Tracking speed of the default tracker on a quiet and on a busy CPU, in one run.
 
-Each configuration (precision x backbone runtime x threads, and the slow path for comparison:
-eager PyTorch with the scale search on every frame; bfloat16 with eager PyTorch only, since
-ONNX Runtime runs the backbone in float32) runs in a fresh Python process, built the
-way a user builds it (``ebmtrack.load_tracker("atom", threads=..., **params)``, so the
-package's own thread and wait-policy defaults apply), first "quiet" (with no competitor of
-this script's: as quiet as the machine is), then "busy": while two competing busy processes
-(one pure-Python loop each, started by this script with its own priority and cores) run; they
-are stopped after each busy measurement. The last column counts frames per second of CPU
-time the process used (``process_time``, all its threads, quiet phase): nearly blind to other
-jobs, and for one thread about the FPS it reaches with a core to itself. FPS counts
-``initialize`` and every ``track`` call over the frames, which are decoded beforehand
-(decoding excluded); a first pass over a few frames warms up (ONNX export, allocator).
+Each configuration (precision x backbone runtime x threads; bfloat16 with eager PyTorch only,
+since ONNX Runtime runs the backbone in float32; float32 with eager PyTorch is the default
+tracker as it ran before ONNX Runtime became its float32 runtime) runs in a fresh Python
+process, built the way a user builds it (``ebmtrack.load_tracker("atom", threads=...,
+**params)``, so the package's own thread and wait-policy defaults apply), first "quiet" (no
+competitor of this script's: as quiet as the machine is), then "busy": while two competing
+busy processes (one pure-Python loop each, started by this script with its own priority and
+cores) run; they are stopped after each busy measurement. FPS counts ``initialize`` and
+every ``track`` call over the frames, which are decoded beforehand (decoding excluded); a
+first pass over a few frames warms up (ONNX export, allocator). The last column counts frames
+per second of CPU time the process used (``process_time``, all its threads, quiet phase):
+nearly blind to other jobs, and for one thread about the FPS it reaches with a core to itself.
 ``--cli`` also times the whole ``ebmtrack track`` command (start-up, decoding and writing
 included), quiet and busy.
 
@@ -39,8 +39,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SEQUENCES = REPO.parent / "shared" / "data" / "sequences"
 FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
-# (label, load_tracker parameters): the slow path is the default before the speed work.
-SLOW_PATH = {"backbone_runtime": "torch", "scale_search_interval": 1}
 # A busy process that ends by itself when the script that started it is gone.
 BUSY_LOOP = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass"
 
@@ -197,7 +195,6 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2", help="thread counts to measure")
     parser.add_argument("--runtimes", default="torch,onnx")
     parser.add_argument("--precisions", default="float32,bfloat16", help="bfloat16: if native")
-    parser.add_argument("--no-slow-path", action="store_true", help="skip the slow-path rows")
     parser.add_argument("--cli", action="store_true", help="also time `ebmtrack track`")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench_speed.json")
     args = parser.parse_args()
@@ -227,19 +224,17 @@ def main() -> None:
     configs = []
     for precision in precisions:
         for threads in (int(t) for t in args.threads.split(",")):
-            if not args.no_slow_path:
-                configs.append(("slow path", precision, threads, dict(SLOW_PATH)))
             for runtime in args.runtimes.split(","):
                 if precision == "bfloat16" and runtime == "onnx":
                     continue  # ONNX Runtime's backbone runs float32 whatever the precision
-                configs.append(("default", precision, threads, {"backbone_runtime": runtime}))
+                configs.append((precision, threads, {"backbone_runtime": runtime}))
     print(
-        "| tracker | precision | runtime | threads | quiet FPS | load | busy FPS | load "
+        "| precision | runtime | threads | quiet FPS | load | busy FPS | load "
         "| busy / quiet | CPU-time FPS |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     rows = []
-    for label, precision, threads, params in configs:
+    for precision, threads, params in configs:
         spec = {
             "sequence": args.sequence,
             "frames": args.frames,
@@ -250,10 +245,10 @@ def main() -> None:
         }
         result = measure(spec)
         quiet, busy = result["quiet"], result["busy"]
-        row = dict(label=label, precision=precision, threads=threads, **params, **result)
+        row = dict(precision=precision, threads=threads, **params, **result)
         rows.append(row)
         print(
-            f"| {label} | {precision} | {result['runtime']} | {threads} "
+            f"| {precision} | {result['runtime']} | {threads} "
             f"| {quiet['fps']:.1f} | {quiet['load']:.1f} | {busy['fps']:.1f} | {busy['load']:.1f} "
             f"| {busy['fps'] / quiet['fps']:.2f} | {quiet['cpu_fps']:.1f} |",
             flush=True,
