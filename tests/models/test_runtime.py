@@ -3,6 +3,7 @@ import os
 import platform
 import sys
 
+import cv2
 import pytest
 import torch
 
@@ -39,14 +40,18 @@ def test_torch_threads_sets_and_restores_the_thread_count():
 
 
 def test_configure_threads_sets_the_default_an_explicit_count_or_leaves_them(monkeypatch):
-    for variable in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY"):
-        monkeypatch.delenv(variable, raising=False)
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.delenv(variable, raising=False)  # restored after the test
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    cv2_threads = cv2.getNumThreads()
     with torch_threads(torch.get_num_threads()):  # restored after
         assert configure_threads() == DEFAULT_THREADS == torch.get_num_threads() == 1
         assert os.environ["OMP_NUM_THREADS"] == "1"
         assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"  # for a torch imported later
         assert configure_threads(2) == torch.get_num_threads() == 2
         assert configure_threads(0) == 0 and torch.get_num_threads() == 2  # left as it was
+        assert cv2.getNumThreads() == 2
+    cv2.setNumThreads(cv2_threads)
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     configure_threads(0)
     assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"  # the user's own setting is kept
