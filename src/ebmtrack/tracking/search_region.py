@@ -189,17 +189,18 @@ class SearchRegionTracker:
         self, frame: np.ndarray, timings: dict[str, float], side_factors: tuple[float, ...] = (1.0,)
     ) -> tuple[Any, np.ndarray, list[SearchRegion], dict[str, Tensor]]:
         """:meth:`_next_frame`, then the backbone's features of the search regions in one batch
-        (``_image`` holds one slot per region; no autograd history, though a refinement may
-        still differentiate functions of them). Records the ``crop`` and ``backbone`` seconds
-        in ``timings``."""
+        (``_image`` holds at least one slot per region, the first ones are used; no autograd
+        history, though a refinement may still differentiate functions of them). Records the
+        ``crop`` and ``backbone`` seconds in ``timings``."""
         tic = time.perf_counter()
         state, frame, regions = self._next_frame(frame, side_factors)
+        images = self._image[: len(regions)]
         with torch.no_grad():
-            for slot, region in zip(self._image, regions, strict=True):
+            for slot, region in zip(images, regions, strict=True):
                 slot.copy_(torch.from_numpy(region.patch).permute(2, 0, 1))
             toc = time.perf_counter()
             timings["crop"], tic = toc - tic, toc
-            feats = self._extract(self._image)
+            feats = self._extract(images)
         timings["backbone"] = time.perf_counter() - tic
         return state, frame, regions, feats
 

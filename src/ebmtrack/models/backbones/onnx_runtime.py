@@ -24,12 +24,17 @@ from ebmtrack.models.backbones.base import Backbone
 
 DEFAULT_CACHE_DIR = Path("~/.cache/ebmtrack/onnx")
 OPSET = 17
+# (file, intra-op threads) -> session, shared by the OnnxBackbones of this process.
+_SESSIONS: dict[tuple[str, int], object] = {}
 
 
-def state_dict_sha256(module: nn.Module) -> str:
-    """Hex sha256 of a module's state dict (names, dtypes, shapes and values)."""
+def state_dict_sha256(module: nn.Module, skip: tuple[str, ...] = ()) -> str:
+    """Hex sha256 of a module's state dict (names, dtypes, shapes and values), leaving out the
+    keys that start with one of ``skip``."""
     digest = hashlib.sha256()
     for key, value in module.state_dict().items():
+        if key.startswith(skip):
+            continue
         tensor = value.detach().cpu().contiguous()
         digest.update(f"{key}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
         digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
@@ -86,7 +91,9 @@ class OnnxBackbone:
         # A private copy: files exported later (new sizes) must hold the hashed weights.
         snapshot = copy.deepcopy(backbone).requires_grad_(False)
         self._export_module = _LayerSelector(snapshot, self.layers)
-        self.weights_key = state_dict_sha256(snapshot)[:16]
+        # The ImageNet head is never exported: left out, its random initialisation (no
+        # checkpoint of the feature layers carries it) would make every backbone a new file.
+        self.weights_key = state_dict_sha256(snapshot, skip=backbone.classifier_prefixes)[:16]
         self._sessions: dict[tuple[int, int], object] = {}
 
     def model_path(self, height: int, width: int) -> Path:
@@ -118,17 +125,26 @@ class OnnxBackbone:
         os.replace(tmp, path)
 
     def session(self, height: int, width: int):
-        """The ORT session for ``height`` x ``width`` inputs, exported on first use."""
+        """The ORT session for ``height`` x ``width`` inputs, exported on first use; one per
+        file and thread count in a process (a tracker per sequence reuses it)."""
         key = (height, width)
         if key not in self._sessions:
             path = self.model_path(height, width)
+            shared_key = (str(path), self.num_threads)
+            if shared_key in _SESSIONS and path.is_file():
+                self._sessions[key] = _SESSIONS[shared_key]
+                return self._sessions[key]
             if not path.is_file():
                 self._export(path, height, width)
             options = self._ort.SessionOptions()
             options.intra_op_num_threads = self.num_threads
             options.inter_op_num_threads = 1
+            # Idle pool threads sleep: spinning ones take cores from the other threads of a
+            # busy machine, including this process's own.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.add_session_config_entry("session.inter_op.allow_spinning", "0")
             options.graph_optimization_level = self._ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            self._sessions[key] = self._ort.InferenceSession(
+            self._sessions[key] = _SESSIONS[shared_key] = self._ort.InferenceSession(
                 str(path), options, providers=["CPUExecutionProvider"]
             )
         return self._sessions[key]

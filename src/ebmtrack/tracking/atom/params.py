@@ -44,6 +44,9 @@ class AtomParams(SearchRegionParams):
             the peaks (:func:`~ebmtrack.tracking.localize.best_scale`) a size change,
             taken at ``size_update_rate`` (the scale search of DSST / SiamFC). Empty: the size
             is kept (and refined by the IoU-Net when there is one, which excludes this).
+        scale_search_interval: search scale on every this many frames, starting with the
+            first tracked one; the frames between run the usual search region alone (one
+            backbone pass instead of ``1 + len(scale_factors)``). 1: every frame.
     """
 
     precision: str = "auto"
@@ -63,6 +66,7 @@ class AtomParams(SearchRegionParams):
     iou_step_length: float = 1.0
     iou_top_k: int = 3
     scale_factors: tuple[float, ...] = ()
+    scale_search_interval: int = 1
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -75,6 +79,7 @@ class AtomParams(SearchRegionParams):
                 "init_cg_iters",
                 "update_cg_iters",
                 "iou_top_k",
+                "scale_search_interval",
             ),
             non_negative_ints=("iou_steps",),
             positive=("sigma_factor", "pelu_alpha", "filter_reg", "projection_reg"),

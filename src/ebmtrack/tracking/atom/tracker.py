@@ -33,6 +33,7 @@ from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.models.precision import resolve_precision
 from ebmtrack.ops.crop import apply_matrix
+from ebmtrack.runtime import resolve_backbone_runtime
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.tracking.atom.refine import ascend_iou
 from ebmtrack.tracking.base import TrackResult, TrackStatus
@@ -130,8 +131,11 @@ class AtomTracker(SearchRegionTracker):
             (*self.iou_layers, self.classifier_layer) if self.iou_net else (self.classifier_layer,)
         )
         self.layers = tuple(dict.fromkeys(layers))
+        self.backbone_runtime = resolve_backbone_runtime(
+            params.backbone_runtime, self.device, self.dtype
+        )
         self._extract = feature_extractor(
-            self.backbone, self.layers, params.backbone_runtime, self.dtype
+            self.backbone, self.layers, self.backbone_runtime, self.dtype
         )
         self.last_timings: dict[str, float] = {}
         self._side_factors = (1.0, *params.scale_factors)
@@ -181,13 +185,17 @@ class AtomTracker(SearchRegionTracker):
         """Locate the target in ``frame`` (any size, RGB or grayscale)."""
         params = self.params
         timings = {}
-        state, frame, regions, feats = self._search_features(frame, timings, self._side_factors)
+        # Frame t (the first tracked one is 2) searches scale when (t - 2) % interval == 0.
+        previous = self._state.frame_index if self._state is not None else 1
+        search = (previous - 1) % params.scale_search_interval == 0
+        factors = self._side_factors if search else (1.0,)
+        state, frame, regions, feats = self._search_features(frame, timings, factors)
         tic = time.perf_counter()
         with torch.inference_mode():
             projected = state.classifier.project(normalize_features(feats[self.classifier_layer]))
             scores = state.classifier.score(projected)  # (regions, H, W)
             peaks = scores.flatten(1).amax(dim=1).tolist()
-            best, factor = best_scale(self._side_factors, peaks)
+            best, factor = best_scale(factors, peaks)
             region, projected = regions[best], projected[best : best + 1]
             matrix, scale = region.matrix, region.scale  # scale: crop px per frame px
             found = self._localize(scores[best], self.stride, state.size * scale)

@@ -1,0 +1,268 @@
+"""Tracking speed of the default tracker on a quiet and on a busy CPU, in one run.
+
+Each configuration (precision x backbone runtime x threads; bfloat16 with eager PyTorch only,
+since ONNX Runtime runs the backbone in float32; float32 with eager PyTorch is the default
+tracker as it ran before ONNX Runtime became its float32 runtime) runs in a fresh Python
+process, built the way a user builds it (``ebmtrack.load_tracker("atom", threads=...,
+**params)``, so the package's own thread and wait-policy defaults apply), first "quiet" (no
+competitor of this script's: as quiet as the machine is), then "busy": while two competing
+busy processes (one pure-Python loop each, started by this script with its own priority and
+cores) run; they are stopped after each busy measurement. FPS counts ``initialize`` and
+every ``track`` call over the frames, which are decoded beforehand (decoding excluded); a
+first pass over a few frames warms up (ONNX export, allocator). The last column counts frames
+per second of CPU time the process used (``process_time``, all its threads, quiet phase):
+nearly blind to other jobs, and for one thread about the FPS it reaches with a core to itself.
+``--cli`` also times the whole ``ebmtrack track`` command (start-up, decoding and writing
+included), quiet and busy.
+
+    nice -n 5 .venv/bin/python benchmarks/bench_speed.py --frames 120
+
+The header gives the CPU model, its SIMD flags (``avx512_bf16`` / ``amx_bf16``: native
+bfloat16; without them ``precision="auto"`` runs float32), the cores this process may use and
+the load average before the run; each row gives the 1-minute load average before it. On a
+machine shared with other jobs the absolute FPS vary; the busy / quiet ratio of a row and the
+ratios between rows, measured minutes apart, vary less. Results also go to
+``runs/bench_speed.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SEQUENCES = REPO.parent / "shared" / "data" / "sequences"
+FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
+# A busy process that ends by itself when the script that started it is gone.
+BUSY_LOOP = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass"
+
+
+def cpu_header() -> dict:
+    flags, model = set(), platform.processor()
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                elif line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {
+        "cpu": model,
+        "flags": [f for f in FLAGS if f in flags],
+        "native_bfloat16": bool({"avx512_bf16", "amx_bf16"} & flags),
+        "cores": cores,
+    }
+
+
+def load_average() -> float:
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except OSError:
+        return float("nan")
+
+
+# ----------------------------------------------------------------------------- child process
+def load_frames(sequence: str, count: int):
+    import numpy as np
+
+    from ebmtrack.data.io import list_images, read_image
+
+    root = SEQUENCES / sequence
+    if root.is_dir():
+        paths = list_images(root / "img")[:count]
+        box = np.loadtxt(root / "groundtruth_rect.txt", delimiter=",", max_rows=1)
+        return [read_image(p) for p in paths], box
+    from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequence
+
+    generated = SyntheticSequence("bench", SyntheticConfig(num_frames=count), seed=0)
+    return [generated.frame(i) for i in range(count)], generated.init_box
+
+
+def child(spec: dict) -> None:
+    """Measure one configuration; print one JSON line."""
+    import ebmtrack
+
+    frames, box = load_frames(spec["sequence"], spec["frames"])
+    tracker = ebmtrack.load_tracker("atom", threads=spec["threads"], **spec["params"])
+    tracker.initialize(frames[0], box)  # warm-up: ONNX export, sessions, allocator
+    for frame in frames[1 : 1 + spec["warmup"]]:
+        tracker.track(frame)
+    import torch
+
+    results = {}
+    for phase in spec["phases"]:
+        if phase == "busy":
+            print("READY", flush=True)  # the parent starts the competitors...
+            sys.stdin.readline()  # ...and says when they run
+        load = load_average()
+        start, cpu_start = time.perf_counter(), time.process_time()
+        tracker.initialize(frames[0], box)
+        for frame in frames[1:]:
+            tracker.track(frame)
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        results[phase] = {"fps": len(frames) / wall, "cpu_fps": len(frames) / cpu, "load": load}
+    results["torch_threads"] = torch.get_num_threads()
+    results["runtime"] = tracker.backbone_runtime
+    print("RESULT " + json.dumps(results), flush=True)
+
+
+# ---------------------------------------------------------------------------- parent process
+class Competitors:
+    """Two busy processes on this process's cores, for the length of a ``with`` block."""
+
+    def __init__(self, count: int = 2) -> None:
+        self.count = count
+        self.processes: list[subprocess.Popen] = []
+
+    def __enter__(self) -> Competitors:
+        self.processes = [
+            subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(self.count)
+        ]
+        time.sleep(1.0)  # let the scheduler see them as busy
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for process in self.processes:
+            process.kill()
+        for process in self.processes:
+            process.wait()
+
+
+def measure(spec: dict) -> dict:
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--child", json.dumps(spec)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    competitors = Competitors()
+    try:
+        for line in process.stdout:
+            if line.startswith("READY"):
+                competitors.__enter__()
+                process.stdin.write("go\n")
+                process.stdin.flush()
+            elif line.startswith("RESULT "):
+                return json.loads(line[len("RESULT ") :])
+    finally:
+        competitors.__exit__()
+        process.wait()
+    raise RuntimeError(f"measurement failed: {spec}")
+
+
+def measure_cli(sequence: str, frames: int, busy: bool, threads: int | None) -> dict:
+    """The whole ``ebmtrack track`` command on the first ``frames`` frames of ``sequence``."""
+    import shutil
+    import tempfile
+
+    root = SEQUENCES / sequence
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "img"
+        folder.mkdir()
+        images = sorted((root / "img").iterdir())[:frames]
+        for image in images:
+            shutil.copy(image, folder / image.name)
+        first = (root / "groundtruth_rect.txt").read_text().splitlines()[0]
+        box = ",".join(first.replace("\t", ",").split(",")[:4])
+        command = [str(Path(sys.executable).with_name("ebmtrack")), "track", str(folder)]
+        command += ["--init", box, "--out", str(Path(tmp) / "boxes.txt"), "--no-progress"]
+        if threads is not None:
+            command += ["--threads", str(threads)]
+        competitors = Competitors(2 if busy else 0)
+        load = load_average()
+        with competitors:
+            start = time.perf_counter()
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+            wall = time.perf_counter() - start
+    return {"fps": len(images) / wall, "load": load}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--frames", type=int, default=120, help="frames per run, init included")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--sequence", default="Car1", help="a folder of ../shared/data/sequences")
+    parser.add_argument("--threads", default="1,2", help="thread counts to measure")
+    parser.add_argument("--runtimes", default="torch,onnx")
+    parser.add_argument("--precisions", default="float32,bfloat16", help="bfloat16: if native")
+    parser.add_argument("--cli", action="store_true", help="also time `ebmtrack track`")
+    parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench_speed.json")
+    args = parser.parse_args()
+    if args.child:
+        child(json.loads(args.child))
+        return
+
+    import ebmtrack
+
+    header = cpu_header()
+    header.update(load_before=load_average(), python=platform.python_version())
+    header["versions"] = {"ebmtrack": ebmtrack.__version__}
+    for module in ("torch", "onnxruntime"):
+        try:
+            header["versions"][module] = __import__(module).__version__
+        except ImportError:
+            header["versions"][module] = None
+    print(
+        f"CPU: {header['cpu']}, {header['cores']} cores; flags: {' '.join(header['flags'])}; "
+        f"native bfloat16: {'yes' if header['native_bfloat16'] else 'no'}; load before: "
+        f"{header['load_before']:.2f}; versions: {header['versions']}"
+    )
+    print(f"sequence {args.sequence}, {args.frames} frames (initialize + track), decoded before")
+    precisions = [
+        p for p in args.precisions.split(",") if p != "bfloat16" or header["native_bfloat16"]
+    ]
+    configs = []
+    for precision in precisions:
+        for threads in (int(t) for t in args.threads.split(",")):
+            for runtime in args.runtimes.split(","):
+                if precision == "bfloat16" and runtime == "onnx":
+                    continue  # ONNX Runtime's backbone runs float32 whatever the precision
+                configs.append((precision, threads, {"backbone_runtime": runtime}))
+    print(
+        "| precision | runtime | threads | quiet FPS | load | busy FPS | load "
+        "| busy / quiet | CPU-time FPS |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for precision, threads, params in configs:
+        spec = {
+            "sequence": args.sequence,
+            "frames": args.frames,
+            "warmup": args.warmup,
+            "threads": threads,
+            "params": {"precision": precision, **params},
+            "phases": ["quiet", "busy"],
+        }
+        result = measure(spec)
+        quiet, busy = result["quiet"], result["busy"]
+        row = dict(precision=precision, threads=threads, **params, **result)
+        rows.append(row)
+        print(
+            f"| {precision} | {result['runtime']} | {threads} "
+            f"| {quiet['fps']:.1f} | {quiet['load']:.1f} | {busy['fps']:.1f} | {busy['load']:.1f} "
+            f"| {busy['fps'] / quiet['fps']:.2f} | {quiet['cpu_fps']:.1f} |",
+            flush=True,
+        )
+    if args.cli:
+        print("\n| `ebmtrack track` (defaults) | FPS | load |\n|---|---|---|")
+        for busy in (False, True):
+            result = measure_cli(args.sequence, args.frames, busy, None)
+            rows.append({"label": "cli", "busy": busy, **result})
+            print(f"| {'busy' if busy else 'quiet'} | {result['fps']:.1f} | {result['load']:.1f} |")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    record = {"header": header, "args": vars(args), "rows": rows}
+    args.out.write_text(json.dumps(record, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
