@@ -102,6 +102,9 @@ def interrupt(args, signum: int, delay: float, ready=None, cwd=None):
         cwd=cwd,
         env=QUIET,
         start_new_session=True,
+        # A shell without job control starts background commands with SIGINT ignored, and
+        # Python then installs no Ctrl-C handler: give the command the terminal's default.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     while ready is not None and not ready() and process.poll() is None:
         time.sleep(0.02)
