@@ -34,11 +34,11 @@ def clip_init_box(box, frame_shape: tuple[int, ...], name: str = "init box") -> 
     """
     box = validate_box(box, frame_shape, name)
     height, width = frame_shape[:2]
+    if box[0] >= 0 and box[1] >= 0 and box[0] + box[2] <= width and box[1] + box[3] <= height:
+        return box  # inside: unchanged (x + w - x need not equal w in floating point)
     x0, y0 = max(box[0], 0.0), max(box[1], 0.0)
     x1, y1 = min(box[0] + box[2], float(width)), min(box[1] + box[3], float(height))
     clipped = np.array([x0, y0, x1 - x0, y1 - y0])
-    if np.array_equal(clipped, box):
-        return box
     logger.warning(
         "%s %s crosses the edge of the %dx%d frame: clipped to %s",
         name,
