@@ -410,25 +410,17 @@ class _Sprite:
         if window is None:
             return
         x0, y0, x1, y1 = window
-        to_window = self.matrix(index) - np.array([[0, 0, x0], [0, 0, y0]])
-        patch = cv2.warpAffine(
-            self.texture,
-            _to_opencv(to_window),
-            (x1 - x0, y1 - y0),
-            flags=cv2.INTER_LINEAR,
-            borderMode=cv2.BORDER_REPLICATE,
-        ).astype(np.float32)
+        matrix = _to_opencv(self.matrix(index) - np.array([[0, 0, x0], [0, 0, y0]]))
+        size = (x1 - x0, y1 - y0)
+
+        def warp(image: np.ndarray, border: int) -> np.ndarray:
+            return cv2.warpAffine(image, matrix, size, flags=cv2.INTER_LINEAR, borderMode=border)
+
+        patch = warp(self.texture, cv2.BORDER_REPLICATE).astype(np.float32)
         if self.alpha is None:
-            alpha = _coverage(self.polygon(index), (x0, y0), (x1 - x0, y1 - y0))[..., None]
-        else:
-            alpha = cv2.warpAffine(
-                self.alpha,
-                _to_opencv(to_window),
-                (x1 - x0, y1 - y0),
-                flags=cv2.INTER_LINEAR,
-                borderMode=cv2.BORDER_CONSTANT,
-                borderValue=0,
-            )[..., None]
+            alpha = _coverage(self.polygon(index), (x0, y0), size)[..., None]
+        else:  # outside the texture nothing is pasted (BORDER_CONSTANT is 0)
+            alpha = warp(self.alpha, cv2.BORDER_CONSTANT)[..., None]
         region = canvas[y0:y1, x0:x1]
         region += alpha * (patch - region)
 

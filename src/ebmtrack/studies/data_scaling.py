@@ -35,7 +35,6 @@ import torch
 
 from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.data.datasets.sequence import Sequence, select
-from ebmtrack.evaluation.report import evaluate_results
 from ebmtrack.evaluation.results import read_result
 from ebmtrack.evaluation.runner import TrackerSpec, run_evaluation
 from ebmtrack.evaluation.scoring import protocol_for, score_run
@@ -108,7 +107,6 @@ def track(
                 100 * score_run(boxes, sequence, protocol, times).summary()["auc"]
             )
         per_run.append(scores)
-    evaluate_results(out, ["atom"], sequences, runs, protocol)  # fails loudly on a broken file
     return per_run
 
 
