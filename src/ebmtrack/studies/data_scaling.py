@@ -7,7 +7,9 @@ each box loss, then the ``atom`` tracker runs with each head:
 - ``a``: 8 of the pack's tracks (as many objects as the heads trained before the pack existed);
 - ``b``: all of its training tracks;
 - ``c``: + coco128's objects (as stills and as targets of generated sequences);
-- ``d``: + Tiny ImageNet's objects as targets of generated sequences (the ``pack-cpu`` preset).
+- ``d``: + Tiny ImageNet's objects as targets of generated sequences (the ``pack-cpu`` preset);
+- ``e``: slice ``d`` with a cache of 8192 pairs instead of 2048, each visited once: the same
+  training steps, four times the distinct pairs.
 
 Every slice keeps the pack's held-out tracks out of training. The tracker setting the heads need
 (how far a frame moves the size, ``size_update_rate``) is chosen on those held-out tracks
@@ -48,10 +50,13 @@ LOSSES = ("mse", "nce+")
 
 @dataclass(frozen=True)
 class Level:
-    """One slice of the training pack: ``data`` changes of the preset's :class:`DataConfig`."""
+    """One slice of the training pack: ``data`` changes of the preset's :class:`DataConfig`, and
+    how many processed pairs its feature cache holds (the 4 epochs of 2048 samples visit each
+    pair of a 2048-pair cache 4 times, of an 8192-pair cache once: the same steps either way)."""
 
     label: str
     data: dict
+    pairs: int = 2048
 
 
 LEVELS = {
@@ -59,6 +64,11 @@ LEVELS = {
     "b": Level("all training tracks", {"pack_parts": ["sequences"]}),
     "c": Level("+ coco128", {"pack_parts": ["sequences", "coco128"]}),
     "d": Level("+ Tiny ImageNet", {"pack_parts": ["sequences", "coco128", "tiny-imagenet"]}),
+    "e": Level(
+        "slice d, 4x the pairs",
+        {"pack_parts": ["sequences", "coco128", "tiny-imagenet"]},
+        pairs=8192,
+    ),
 }
 RESULT_FILE = "result.json"
 VALIDATION_RATES = (0.2, 0.5, 1.0)
@@ -71,7 +81,9 @@ def level_config(level: str, loss: str, out: Path, pack: str | None = None) -> E
     data = replace(config.data, **LEVELS[level].data)
     if pack is not None:
         data = replace(data, pack=pack)
-    cache = replace(config.feature_cache, folder=str(out / f"features-{level}"))
+    cache = replace(
+        config.feature_cache, folder=str(out / f"features-{level}"), train_pairs=LEVELS[level].pairs
+    )
     return replace(config, data=data, feature_cache=cache, loss=BoxLossConfig(name=loss))
 
 
@@ -235,17 +247,23 @@ def write_report(out: Path, rows: list[dict], reference: dict) -> None:
     )
     figure, axis = plt.subplots(figsize=(5.5, 3.6))
     for loss in sorted({row["loss"] for row in rows}):
-        chosen = sorted((r for r in rows if r["loss"] == loss), key=lambda r: r["objects"])
-        x = [r["objects"] for r in chosen]
-        runs = [per_sequence(r).mean(axis=1) for r in chosen]
-        axis.errorbar(
-            x,
-            [r.mean() for r in runs],
-            yerr=[r.std() for r in runs],
-            marker="o",
-            capsize=3,
-            label=f"atom + {loss} head",
-        )
+        for pairs, marker in ((2048, "o"), (8192, "*")):
+            chosen = sorted(
+                (r for r in rows if r["loss"] == loss and LEVELS[r["level"]].pairs == pairs),
+                key=lambda r: r["objects"],
+            )
+            if not chosen:
+                continue
+            runs = [per_sequence(r).mean(axis=1) for r in chosen]
+            axis.errorbar(
+                [r["objects"] for r in chosen],
+                [r.mean() for r in runs],
+                yerr=[r.std() for r in runs],
+                marker=marker,
+                markersize=6 if marker == "o" else 11,
+                capsize=3,
+                label=f"atom + {loss} head, {pairs} pairs",
+            )
     axis.axhline(reference["auc"], color="grey", linestyle="--", label="atom, no head")
     axis.set_xscale("log")
     axis.set_xlabel("distinct training objects")
