@@ -35,12 +35,7 @@ from torch.utils.data import default_collate
 
 from ebmtrack.data.synthetic import SyntheticConfig
 from ebmtrack.training.box_regression import BoxLossConfig
-from ebmtrack.training.experiment import (
-    build_datasets,
-    build_module,
-    preset_config,
-    run_experiment,
-)
+from ebmtrack.training.experiment import preset_config, run_experiment
 
 
 def experiment(args: argparse.Namespace, loss: str):
@@ -68,10 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     losses = [name.strip() for name in args.losses.split(",") if name.strip()]
 
-    train, _ = build_datasets(experiment(args, "mse"))
+    train, _ = experiment(args, "mse").build_datasets()
     batch = default_collate([train[i] for i in range(args.batch)])
     runners = {}
-    modules = {loss: build_module(experiment(args, loss)).train() for loss in losses}
+    modules = {loss: experiment(args, loss).build_module().train() for loss in losses}
     base = modules[losses[0]]
 
     def features():

@@ -18,7 +18,7 @@ from ebmtrack.studies.refinement import (
     perturb_box_to_iou,
     refinement_frames,
 )
-from ebmtrack.training.experiment import MODEL_FILE
+from ebmtrack.training.experiment import IoUNetExperiment
 from ebmtrack.training.trainer import NonFiniteLossError
 
 
@@ -107,7 +107,7 @@ def test_training_skips_finished_and_failed_runs(tmp_path, monkeypatch):
 
     monkeypatch.setattr(study, "run_experiment", diverging)
     (tmp_path / "done").mkdir()
-    (tmp_path / "done" / MODEL_FILE).write_bytes(b"")
+    (tmp_path / "done" / IoUNetExperiment.model_file).write_bytes(b"")
     assert study.train_run("done", None, tmp_path / "done") == "skipped"
     assert study.train_run("bad", None, tmp_path / "bad") == "failed"
     assert "nan" in json.loads((tmp_path / "bad" / study.FAILED_FILE).read_text())["error"]
@@ -158,7 +158,7 @@ def test_evaluation_resumes_and_the_report_holds_the_key_differences(tmp_path, m
             result["start"] = {"iou_after": 0.7, "above_50": 1.0, "above_75": 0.375}
         if name != "nce":  # nce is trained but not yet evaluated
             (tmp_path / name / study.RESULT_FILE).write_text(json.dumps(result))
-        save_model(head, tmp_path / name / MODEL_FILE)
+        save_model(head, tmp_path / name / IoUNetExperiment.model_file)
     (tmp_path / "curve-kld-is-m1").mkdir()
     (tmp_path / "curve-kld-is-m1" / study.FAILED_FILE).write_text(json.dumps({"error": "nan"}))
     (tmp_path / "timing.json").write_text(json.dumps({"ml-is": 1.0, "nce": 1.1}))

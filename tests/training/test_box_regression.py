@@ -14,15 +14,15 @@ from ebmtrack.training.box_regression import (
     BoxRegressionModule,
     proposal_ranking_stats,
 )
-from ebmtrack.training.experiment import build_datasets, build_module, preset_config
+from ebmtrack.training.experiment import preset_config
 
 
 def smoke_module_and_batch(loss: str, batch_size: int = 8):
     config = preset_config("synthetic-smoke")
     config.loss = BoxLossConfig(loss)
-    train, _ = build_datasets(config)
+    train, _ = config.build_datasets()
     batch = default_collate([train[i] for i in range(batch_size)])
-    return build_module(config), batch
+    return config.build_module(), batch
 
 
 def test_box_energy_is_the_iou_net_output_on_the_same_boxes():

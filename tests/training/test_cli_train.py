@@ -2,9 +2,13 @@ import csv
 
 import pytest
 import torch
+import yaml
 
 from ebmtrack.cli.main import main
 from ebmtrack.models.serialization import load_model
+from ebmtrack.training.config import config_to_dict, read_config_file, save_config
+from ebmtrack.training.dimp import DiMPTrainingConfig
+from ebmtrack.training.experiment import preset_config
 
 TINY = [
     "--preset",
@@ -78,6 +82,25 @@ def test_train_then_resume_to_more_epochs(tmp_path, capsys):
         ),
         (["--set", "pretrained=false"], "needs training data: --got10k DIR"),
         (["--set", "pretrained=false", "--got10k", "missing"], "training data missing"),
+        # A setting of another kind of experiment is refused, not ignored.
+        (
+            [*TINY, "--set", "dimp.num_iter=3"],
+            "error: --set dimp.num_iter=3: dimp does not apply to iou-net experiments (--preset "
+            "synthetic-smoke); it is a setting of dimp experiments",
+        ),
+        (
+            ["--preset", "dimp-cpu", "--loss", "nce+"],
+            "error: --loss: loss does not apply to dimp experiments (--preset dimp-cpu)",
+        ),
+        (
+            ["--preset", "dimp-cpu", "--set", "head_width=0.5"],
+            "--set head_width=0.5: head_width does not apply to dimp experiments",
+        ),
+        (
+            [*TINY, "--set", "model=dimp"],
+            "--set model=dimp: the kind of experiment is fixed by --preset synthetic-smoke "
+            "(iou-net); for dimp, start from one of its presets: dimp-cpu, dimp-pack-cpu",
+        ),
     ],
 )
 def test_bad_settings_exit_2_with_one_line(tmp_path, capsys, args, message):
@@ -85,3 +108,33 @@ def test_bad_settings_exit_2_with_one_line(tmp_path, capsys, args, message):
     err = capsys.readouterr().err
     assert message in err
     assert "Traceback" not in err
+
+
+def test_a_config_file_of_another_kind_is_refused(tmp_path, capsys):
+    path = save_config(preset_config("dimp-cpu"), tmp_path / "dimp.yaml")
+    assert main(["train", "--out", str(tmp_path / "run"), *TINY, "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"--config {path}: the kind of experiment is fixed by --preset synthetic-smoke" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("written_by", ["one class for both kinds", "before dimp"])
+def test_a_run_saved_by_earlier_versions_resumes(tmp_path, capsys, written_by):
+    """config.yaml as earlier versions wrote it: the settings of both kinds with ``model``, or
+    (runs from before DiMP experiments) neither ``model`` nor ``dimp``."""
+    config = preset_config("synthetic-smoke")
+    trainer = config.trainer
+    trainer.epochs, trainer.samples_per_epoch, trainer.batch_size = 1, 8, 4
+    trainer.val_samples, trainer.progress = 4, False
+    data = {**config_to_dict(config), "dimp": config_to_dict(DiMPTrainingConfig())}
+    if written_by == "before dimp":
+        del data["model"], data["dimp"]
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    assert main(["train", "--out", str(out), "--resume", "--threads", "1"]) == 0
+    assert f"wrote {out / 'iou_net.safetensors'}" in capsys.readouterr().out
+    assert load_model(out / "iou_net.safetensors", expected="AtomIoUNet").config.width == 0.25
+    saved = read_config_file(out / "config.yaml")  # rewritten by the present version
+    assert saved["model"] == "iou-net" and "dimp" not in saved

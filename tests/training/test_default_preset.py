@@ -16,9 +16,7 @@ from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.training.box_regression import BoxLossConfig, BoxRegressionModule
 from ebmtrack.training.experiment import (
     DEFAULT_HOLDOUT,
-    MODEL_FILE,
-    build_datasets,
-    build_module,
+    IoUNetExperiment,
     preset_config,
     run_experiment,
 )
@@ -87,8 +85,8 @@ def test_cached_pairs_visit_every_pair_once_per_pass_with_fresh_proposals():
 def test_cached_module_gives_the_loss_of_the_image_module(tmp_path):
     config = smoke_config()
     config.pretrained = True  # ImageNet features: magnitudes where float16 rounding shows
-    module = build_module(config).eval()
-    samples, _ = build_datasets(config, num_pairs=4)
+    module = config.build_module().eval()
+    samples, _ = config.build_datasets(num_pairs=4)
     cache = build_feature_cache(samples, module, tmp_path, key="k", chunk_size=2, progress=False)
     items = [samples[i] for i in range(4)]
     batch = {name: torch.stack([item[name] for item in items]) for name in items[0]}
@@ -104,8 +102,8 @@ def test_cached_module_gives_the_loss_of_the_image_module(tmp_path):
 
 def test_feature_cache_resumes_and_rebuilds_stale_chunks(tmp_path):
     config = smoke_config()
-    module = build_module(config)
-    samples, _ = build_datasets(config, num_pairs=6)
+    module = config.build_module()
+    samples, _ = config.build_datasets(num_pairs=6)
     first = build_feature_cache(samples, module, tmp_path, key="a", chunk_size=4, progress=False)
     assert first["test_feat0"].dtype == torch.float16 and len(first["ref_box"]) == 6
     chunks = sorted(tmp_path.glob("chunk-*.safetensors"))
@@ -130,7 +128,7 @@ def test_cached_training_shares_one_cache_between_losses_and_finishes(tmp_path):
     run_experiment(smoke_config("nce+", cache), tmp_path / "nce")
     assert [c.stat().st_mtime_ns for c in chunks] == stamps
     for loss in ("mse", "nce"):
-        head = load_model(tmp_path / loss / MODEL_FILE, expected="AtomIoUNet")
+        head = load_model(tmp_path / loss / IoUNetExperiment.model_file, expected="AtomIoUNet")
         assert head.config.backbone == "mobilenetv2"
 
 
@@ -159,7 +157,7 @@ def test_fold_keeps_held_out_sequences_out_of_training():
 def test_refinement_without_proposals_or_steps_keeps_the_start_box():
     params = AtomParams(num_random_proposals=0, iou_steps=0, iou_top_k=1)
     config = smoke_config()
-    module = build_module(config)
+    module = config.build_module()
     rng = np.random.default_rng(0)
     truth = np.array([30.0, 28.0, 24.0, 30.0])
     starts = np.stack([perturb_box(truth, 0.1, 0.15, rng) for _ in range(3)])

@@ -23,9 +23,8 @@ from ebmtrack.training.dimp import (
 from ebmtrack.training.experiment import (
     UNTRAINED_VAL_FILE,
     DataConfig,
-    build_datasets,
-    build_module,
-    model_file,
+    DiMPExperiment,
+    experiment_from_dict,
     preset_config,
     run_experiment,
 )
@@ -84,9 +83,9 @@ def cached_batch(module, samples, indices):
 @pytest.mark.slow
 def test_a_few_steps_on_a_fixed_batch_lower_the_loss():
     config = tiny_config()
-    module = build_module(config)
+    module = config.build_module()
     assert isinstance(module, CachedDiMPTrainingModule)
-    samples, _ = build_datasets(config, num_pairs=4)
+    samples, _ = config.build_datasets(num_pairs=4)
     batch = cached_batch(module, samples, range(4))
     module.train()
     optimizer = torch.optim.Adam([p for p in module.parameters() if p.requires_grad], lr=1e-3)
@@ -107,10 +106,10 @@ def test_a_few_steps_on_a_fixed_batch_lower_the_loss():
 
 def test_cached_module_gives_the_loss_of_the_image_module(tmp_path):
     config = tiny_config()
-    cached = build_module(config).eval()
+    cached = config.build_module().eval()
     config.feature_cache.enabled = False
-    images = build_module(config).eval()
-    samples, _ = build_datasets(config, num_pairs=3)
+    images = config.build_module().eval()
+    samples, _ = config.build_datasets(num_pairs=3)
     cache = build_frame_set_cache(samples, cached, tmp_path, key="k", chunk_size=2, progress=False)
     assert cache["train_feat"].dtype == torch.float16 and cache["train_feat"].shape[:2] == (3, 3)
     # A second build reads every chunk back; another key rebuilds them.
@@ -130,7 +129,7 @@ def test_dimp_training_resumed_after_a_stop_matches_the_uninterrupted_run(tmp_pa
         full = run_experiment(tiny_config(), tmp_path / "full")
         cut = run_experiment(tiny_config(), tmp_path / "cut", stop_after_epoch=1)
         assert [r.epoch for r in cut] == [1]
-        name = model_file(tiny_config())
+        name = tiny_config().model_file
         assert name == "dimp_classifier.safetensors" and not (tmp_path / "cut" / name).exists()
         torch.manual_seed(777)  # as if in a new process
         resumed = run_experiment(tiny_config(), tmp_path / "cut", resume=True)
@@ -151,7 +150,7 @@ def test_dimp_training_resumed_after_a_stop_matches_the_uninterrupted_run(tmp_pa
 
 def test_dimp_cpu_preset_uses_dimps_recipe():
     config = preset_config("dimp-cpu")
-    module = build_module(config)
+    module = config.build_module()
     classifier = module.classifier.config
     assert (classifier.in_channels, classifier.feature_dim, classifier.num_blocks) == (96, 128, 1)
     assert classifier.init_gauss_sigma == pytest.approx(0.9)
@@ -160,8 +159,9 @@ def test_dimp_cpu_preset_uses_dimps_recipe():
     assert (processing.output_size, processing.search_area_factor) == (288, 5.0)
     assert processing.center_jitter_factor == (3.0, 4.5)
     assert processing.scale_jitter_factor == (0.25, 0.5)
-    with pytest.raises(ValueError, match="model must be one of iou-net, dimp"):
-        config.__class__(model="dimpp")
+    assert isinstance(config, DiMPExperiment) and config.model_file == "dimp_classifier.safetensors"
+    with pytest.raises(ValueError, match="config.model must be one of iou-net, dimp, got 'dimpp'"):
+        experiment_from_dict({"model": "dimpp"})
 
 
 def test_classifier_must_match_the_backbone_layer():

@@ -28,7 +28,8 @@ def add_parser(subparsers) -> None:
         description=(
             "Train ATOM's IoU-Net on frame pairs of tracking data sets (or generated sequences). "
             "The run folder OUT receives config.yaml, metrics.csv, per-epoch checkpoints and, at "
-            "the end, iou_net.safetensors. For several GPUs or machines start it with torchrun, "
+            "the end, iou_net.safetensors (with a dimp preset: DiMP's target classifier, "
+            "dimp_classifier.safetensors). For several GPUs or machines start it with torchrun, "
             "e.g. `torchrun --nproc_per_node 4 -m ebmtrack.cli.main train ...`."
         ),
     )
@@ -121,15 +122,27 @@ def _flag_changes(args: argparse.Namespace) -> dict:
 
 
 def build_config(args: argparse.Namespace):
-    """The experiment config: preset (or the run's saved config), file, flags, then --set."""
+    """The experiment config: preset (or the run's saved config), file, flags, then --set.
+
+    The preset (or the run) fixes the kind of experiment; a setting of another kind, from any
+    of the later sources, is refused with one line naming it.
+    """
     from ebmtrack.training.config import (
         apply_overrides,
-        config_from_dict,
         config_to_dict,
         merge_config_dicts,
         read_config_file,
     )
-    from ebmtrack.training.experiment import CONFIG_FILE, ExperimentConfig, preset_config
+    from ebmtrack.training.experiment import (
+        CONFIG_FILE,
+        PRESETS,
+        experiment_from_dict,
+        experiment_type,
+        kinds_with_setting,
+        preset_config,
+        setting_names,
+        upgrade_config_dict,
+    )
 
     saved = args.out / CONFIG_FILE
     if args.resume:
@@ -138,15 +151,44 @@ def build_config(args: argparse.Namespace):
                 f"--resume: {args.out} holds no run to resume (no {CONFIG_FILE}); leave out "
                 "--resume to start one"
             )
-        data = read_config_file(saved)
+        data = upgrade_config_dict(read_config_file(saved))
+        base = f"the run in {args.out}"
     else:
         data = config_to_dict(preset_config(args.preset))
+        base = f"--preset {args.preset}"
+    cls = experiment_type(data, str(saved))
+    kind = cls.model
+
+    def refuse_other_kinds(key: str, value, origin: str) -> None:
+        if key == "model" and value != kind:
+            presets = [name for name, make in PRESETS.items() if make().model == value]
+            choice = f"; for {value}, start from one of its presets: {', '.join(presets)}"
+            raise CLIError(
+                f"{origin}: the kind of experiment is fixed by {base} ({kind})"
+                + (choice if presets else "")
+            )
+        kinds = kinds_with_setting(key)
+        if key != "model" and key not in setting_names(cls) and kinds:
+            raise CLIError(
+                f"{origin}: {key} does not apply to {kind} experiments ({base}); it is a "
+                f"setting of {' and '.join(kinds)} experiments"
+            )
+
     if args.config is not None:
-        data = merge_config_dicts(data, read_config_file(args.config))
+        changes = upgrade_config_dict(read_config_file(args.config))
+        for key in sorted(changes, key=lambda key: key != "model"):  # the kind first
+            refuse_other_kinds(key, changes[key], f"--config {args.config}")
+        data = merge_config_dicts(data, changes)
+    flags = _flag_changes(args)
+    for key, value in flags.items():
+        refuse_other_kinds(key, value, "--" + key.replace("_", "-"))
+    for item in args.set:
+        key, _, value = item.partition("=")
+        refuse_other_kinds(key.split(".")[0], value.strip(), f"--set {item}")
     if args.loss and args.loss != data.get("loss", {}).get("name"):
         data["loss"] = {"name": args.loss, "params": {}}  # another loss: start from its recipe
-    data = apply_overrides(merge_config_dicts(data, _flag_changes(args)), args.set)
-    return config_from_dict(ExperimentConfig, data)
+    data = apply_overrides(merge_config_dicts(data, flags), args.set)
+    return experiment_from_dict(data)
 
 
 def check_inputs(config, args: argparse.Namespace) -> None:
@@ -199,7 +241,7 @@ def _write_failed(err: Exception) -> bool:
 def run(args: argparse.Namespace) -> int:
     from ebmtrack.training import NonFiniteLossError
     from ebmtrack.training.distributed import init_distributed, shutdown_distributed
-    from ebmtrack.training.experiment import model_file, run_experiment
+    from ebmtrack.training.experiment import run_experiment
 
     check_output_folder(args.out)
     config = build_config(args)
@@ -225,5 +267,5 @@ def run(args: argparse.Namespace) -> int:
             print(line)
         else:
             print(f"nothing to do: {args.out} already finished {config.trainer.epochs} epochs")
-        print(f"wrote {args.out / model_file(config)}")
+        print(f"wrote {args.out / config.model_file}")
     return 0

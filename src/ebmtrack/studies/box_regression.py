@@ -57,9 +57,7 @@ from ebmtrack.models.serialization import load_model
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.training.box_regression import BoxLossConfig
 from ebmtrack.training.experiment import (
-    MODEL_FILE,
-    ExperimentConfig,
-    build_module,
+    IoUNetExperiment,
     preset_config,
     run_experiment,
 )
@@ -218,7 +216,7 @@ def curve_run(loss: str, samples: int) -> str:
 
 def experiment_config(
     name: str, loss: BoxLossConfig, config: StudyConfig, features: str | Path
-) -> ExperimentConfig:
+) -> IoUNetExperiment:
     """The ``default-cpu`` preset with ``loss`` and the study's budget (one epoch)."""
     experiment = preset_config(PRESET)
     experiment.loss = loss
@@ -248,13 +246,13 @@ def _claim(lock: Path) -> bool:
             return _claim(lock)
 
 
-def train_run(name: str, experiment: ExperimentConfig, run_dir: Path) -> str:
+def train_run(name: str, experiment: IoUNetExperiment, run_dir: Path) -> str:
     """Train (or resume) one run; ``"done"``, ``"failed"`` (non-finite loss, recorded in
     ``failed.json`` as the paper's missing values), ``"skipped"`` (finished before), ``"busy"``
     (another process of this machine is training it: parallel study processes share the runs
     out through a ``train.lock`` file) or ``"error (...)"`` for any other runtime error (e.g. an
     op without double backward for DSM), so that the other runs still train."""
-    if (run_dir / MODEL_FILE).is_file() or (run_dir / FAILED_FILE).is_file():
+    if (run_dir / IoUNetExperiment.model_file).is_file() or (run_dir / FAILED_FILE).is_file():
         return "skipped"
     lock = run_dir / "train.lock"
     if not _claim(lock):
@@ -289,7 +287,7 @@ def time_methods(
     seconds = {}
     for name, loss in runs.items():
         experiment = experiment_config(name, loss, config, features)
-        module = build_module(experiment).train()
+        module = experiment.build_module().train()
         optimizer = torch.optim.Adam(module.iou_net.parameters(), config.lr)
         times = []
         try:
@@ -334,7 +332,7 @@ def prepare_samples(
         experiment = preset_config(PRESET)
         folder = sequence_folder or experiment.data.sequence_folder
         params = _tracker_params()
-        module = build_module(experiment)
+        module = experiment.build_module()
         held_out = select(load_folder(folder), experiment.data.holdout)
         tensors, order = {}, {}
         for split in ("test", "tuning"):
@@ -480,15 +478,15 @@ def run_study(
     untrained = out / "untrained" / RESULT_FILE
     if not untrained.is_file():
         untrained.parent.mkdir(exist_ok=True)
-        head = build_module(preset_config(PRESET)).iou_net  # every run's seeded initialisation
+        head = preset_config(PRESET).build_module().iou_net  # every run's seeded initialisation
         starts = torch.cat([s.start_boxes for s in samples["test"]])
         truths = torch.cat([s.true_boxes for s in samples["test"]])
         no_refinement = overlap_scores(starts, starts, truths)  # the start boxes' shares
         _write_json(untrained, {**evaluate_head(head, samples, config), "start": no_refinement})
     for name in selected:
         result = out / name / RESULT_FILE
-        if (out / name / MODEL_FILE).is_file() and not result.is_file():
-            head = load_model(out / name / MODEL_FILE, expected="AtomIoUNet")
+        if (out / name / IoUNetExperiment.model_file).is_file() and not result.is_file():
+            head = load_model(out / name / IoUNetExperiment.model_file, expected="AtomIoUNet")
             _write_json(result, evaluate_head(head, samples, config, atom_ascent=name == "mse"))
     return write_report(out, config)
 

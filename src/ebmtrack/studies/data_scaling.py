@@ -42,7 +42,7 @@ from ebmtrack.evaluation.runner import TrackerSpec, run_evaluation
 from ebmtrack.evaluation.scoring import protocol_for, score_run
 from ebmtrack.tracking.registry import get_factory
 from ebmtrack.training.box_regression import BoxLossConfig
-from ebmtrack.training.experiment import MODEL_FILE, ExperimentConfig, preset_config, run_experiment
+from ebmtrack.training.experiment import IoUNetExperiment, preset_config, run_experiment
 
 PRESET = "pack-cpu"
 LOSSES = ("mse", "nce+")
@@ -75,7 +75,7 @@ VALIDATION_RATES = (0.2, 0.5, 1.0)
 """``size_update_rate`` values tried on the held-out tracks of the pack (1.0 is ATOM's)."""
 
 
-def level_config(level: str, loss: str, out: Path, pack: str | None = None) -> ExperimentConfig:
+def level_config(level: str, loss: str, out: Path, pack: str | None = None) -> IoUNetExperiment:
     """The ``pack-cpu`` config of one slice and loss, with the slice's shared feature cache."""
     config = preset_config(PRESET)
     data = replace(config.data, **LEVELS[level].data)
@@ -87,7 +87,7 @@ def level_config(level: str, loss: str, out: Path, pack: str | None = None) -> E
     return replace(config, data=data, feature_cache=cache, loss=BoxLossConfig(name=loss))
 
 
-def distinct_objects(config: ExperimentConfig) -> int:
+def distinct_objects(config: IoUNetExperiment) -> int:
     """How many distinct annotated objects the slice trains on (tracks + still objects)."""
     from ebmtrack.training.presets.pack import pack_sources
 
@@ -143,7 +143,7 @@ def run_level(
     run_dir = out / level / loss
     if train:
         run_experiment(config, run_dir, resume=True)
-    weights = run_dir / MODEL_FILE
+    weights = run_dir / config.model_file
     if not weights.is_file():
         return None
     held_out = held_out_tracks(config)
@@ -185,7 +185,7 @@ def finished_rows(out: Path) -> list[dict]:
     return sorted(rows, key=lambda r: (r["level"], r["loss"]))
 
 
-def held_out_tracks(config: ExperimentConfig) -> list[Sequence]:
+def held_out_tracks(config: IoUNetExperiment) -> list[Sequence]:
     """The training pack's held-out tracks: where tracker settings are chosen."""
     return select(load_folder(Path(config.data.pack) / "sequences"), config.data.holdout)
 
@@ -274,7 +274,7 @@ def write_report(out: Path, rows: list[dict], reference: dict) -> None:
     plt.close(figure)
 
 
-def generated_grid(config: ExperimentConfig, path: Path, rows: int = 4, cols: int = 6) -> Path:
+def generated_grid(config: IoUNetExperiment, path: Path, rows: int = 4, cols: int = 6) -> Path:
     """A grid of frames of the slice's generated sequences with their boxes (green): two frames
     (first and middle) of each of ``rows * cols / 2`` sequences."""
     import cv2

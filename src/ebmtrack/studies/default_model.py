@@ -41,7 +41,7 @@ from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.models.serialization import load_model
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.training.box_regression import BoxLossConfig
-from ebmtrack.training.experiment import MODEL_FILE, build_module, preset_config, run_experiment
+from ebmtrack.training.experiment import IoUNetExperiment, preset_config, run_experiment
 
 from .refinement import (
     RefinementConfig,
@@ -113,7 +113,7 @@ def run_study(
         base.data.sequence_folder = str(sequence_folder)
     base.feature_cache.folder = str(out / "features")
     params = AtomParams(backbone=base.backbone, search_size=base.processing.output_size)
-    module = build_module(base)  # seeded: its head is the untrained reference
+    module = base.build_module()  # seeded: its head is the untrained reference
     held_out = select(load_folder(base.data.sequence_folder), base.data.holdout)
     sets = [
         refinement_samples(s, module.backbone, module.layers, refinement, params) for s in held_out
@@ -135,9 +135,9 @@ def run_study(
         run_dir = out / loss
         if train:
             run_experiment(config, run_dir, resume=True)
-        if not (run_dir / MODEL_FILE).is_file():
+        if not (run_dir / IoUNetExperiment.model_file).is_file():
             continue
-        head = load_model(run_dir / MODEL_FILE, expected="AtomIoUNet")
+        head = load_model(run_dir / IoUNetExperiment.model_file, expected="AtomIoUNet")
         rows.append({"head": loss, **last_validation(run_dir), **scores(head)})
     write_report(out, rows, base, refinement, [s.name for s in held_out])
     return rows
@@ -226,7 +226,7 @@ def ship_weights(out: str | Path, dest: str | Path) -> dict:
     if row[f"iou_after_{setting}"] <= max(baseline, row[f"iou_before_{setting}"]):
         raise ValueError(f"no trained head refines boxes better than the untrained one: {row}")
     dest.mkdir(parents=True, exist_ok=True)
-    head_file = out / row["head"] / MODEL_FILE
+    head_file = out / row["head"] / IoUNetExperiment.model_file
     load_model(head_file, expected="AtomIoUNet")  # checked, then copied byte for byte
     shutil.copyfile(head_file, dest / SHIPPED_HEAD)
     source = PACKAGED_WEIGHTS["mobilenetv2"]

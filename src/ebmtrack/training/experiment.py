@@ -1,8 +1,20 @@
-"""One box-regression experiment: its config, the named presets, and the function that runs it.
+"""Box-head and classifier training experiments: one config class per kind, the named presets, and
+the function that runs any of them.
 
-An :class:`ExperimentConfig` says everything about a run: backbone, head sizes, data sets and
-their processing, loss and training loop. It is saved as ``config.yaml`` in the run folder and
-inside every checkpoint, so a run can be resumed or repeated from its folder alone.
+An experiment config says everything about a run: backbone, model sizes, data sets and their
+processing, loss and training loop. It is saved as ``config.yaml`` in the run folder (its
+``model`` key names the kind) and inside every checkpoint, so a run can be resumed or repeated
+from its folder alone (:func:`load_experiment`).
+
+Kinds (:data:`EXPERIMENTS`), both :class:`Experiment` subclasses that share the backbone, the
+data, the loop and the feature cache, and each own what differs: the module trained, the samples
+drawn, the feature cache's key and samples, and the model file written at the end.
+
+- :class:`IoUNetExperiment` (``model: iou-net``): ATOM's IoU-Net box head with MSE or an EBM loss
+  on frame pairs (:mod:`ebmtrack.training.box_regression`); writes ``iou_net.safetensors``.
+- :class:`DiMPExperiment` (``model: dimp``): DiMP's target classifier through its unrolled
+  optimizer on sets of frames (:mod:`ebmtrack.training.dimp`); writes
+  ``dimp_classifier.safetensors``.
 
 Presets (:data:`PRESETS`):
 
@@ -17,10 +29,12 @@ Presets (:data:`PRESETS`):
   ``data.sequence_folder`` minus the held-out fold (:data:`DEFAULT_HOLDOUT`), still frames and
   generated sequences textured with real images (:mod:`ebmtrack.training.presets.default_cpu`);
   validation on the held-out sequences.
-- ``dimp-cpu``: DiMP's target classifier (``model: dimp``, :mod:`ebmtrack.training.dimp`) on the
-  same data, backbone and held-out fold: 3 + 3 frames per sample sampled causally within 30
-  frames, DiMP-18's crops and jitter, features cached once, the classification loss through the
-  unrolled optimizer; writes ``dimp_classifier.safetensors`` (docs/dimp.md, "Training").
+- ``dimp-cpu``: a :class:`DiMPExperiment` on the same data, backbone and held-out fold: 3 + 3
+  frames per sample sampled causally within 30 frames, DiMP-18's crops and jitter, features
+  cached once, the classification loss through the unrolled optimizer (docs/dimp.md,
+  "Training").
+- ``pack-cpu`` and ``dimp-pack-cpu``: ``default-cpu`` and ``dimp-cpu`` on the training pack
+  (:data:`PACK`, :mod:`ebmtrack.training.presets.pack`).
 
 Choosing an EBM loss (``loss.name``, e.g. ``nce+`` or ``kld-is``) trains the same head with the
 BMVC 2020 recipe of that loss (:data:`~ebmtrack.training.box_regression.EBM_RECIPES`).
@@ -30,11 +44,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
 import torch
+from torch import nn
 from torch.utils.data import Dataset
 
 from ebmtrack.data.processing import AtomProcessing
@@ -42,7 +59,13 @@ from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequences
 
 from .box_regression import BoxLossConfig, BoxRegressionModule
 from .checkpoint import latest_checkpoint
-from .config import TrainerConfig, config_to_dict, save_config
+from .config import (
+    TrainerConfig,
+    config_from_dict,
+    config_to_dict,
+    read_config_file,
+    save_config,
+)
 from .dimp import (
     CachedDiMPTrainingModule,
     CachedFrameSets,
@@ -62,9 +85,6 @@ from .presets.pack import PARTS as PACK_PARTS
 from .trainer import EpochResult, Trainer
 
 CONFIG_FILE = "config.yaml"
-MODEL_FILE = "iou_net.safetensors"
-MODEL_FILES = {"iou-net": MODEL_FILE, "dimp": "dimp_classifier.safetensors"}
-"""The trained model's file in the run folder, per ``ExperimentConfig.model``."""
 UNTRAINED_VAL_FILE = "untrained_val.json"
 FEATURES_FOLDER = "features"
 
@@ -117,59 +137,370 @@ class DataConfig:
 
 
 @dataclass
-class ExperimentConfig:
-    """Everything about one training run of the box head; see the module docstring.
+class Experiment(ABC):
+    """What every kind of training experiment has; see the module docstring.
+
+    A subclass is one kind (its ``model``, a key of :data:`EXPERIMENTS`): it adds the settings
+    of its model and says how the module, the samples and the feature cache are made and what
+    the run folder keeps at the end. :func:`run_experiment` runs any kind.
 
     Attributes:
         preset: the preset it started from (informational).
-        model: what is trained, a key of :data:`MODEL_FILES`: ``iou-net`` (the box head, with
-            ``head_*``, ``processing`` and ``loss``) or ``dimp`` (DiMP's target classifier,
-            with ``dimp``).
+        model: the kind, fixed by the class and written to ``config.yaml`` so that
+            :func:`experiment_from_dict` can rebuild the right class.
         backbone: a name of :data:`ebmtrack.models.backbones.BACKBONES`.
         pretrained: load ImageNet weights (from ``backbone_weights``, or the packaged ones).
         backbone_weights: path of a torchvision-style checkpoint (needed for pretrained ResNets).
-        head_width: multiplier of the IoU-Net's hidden convolution widths.
-        head_dims: channels of the modulated features and of the predictor's linear blocks.
-        processing: crops, jitter and proposals of a pair.
         data: the data sets.
-        loss: the box loss.
-        dimp: DiMP's samples, labels and loss (``model: dimp``).
         trainer: the training loop.
-        feature_cache: compute the frozen backbone's features once per pair
+        feature_cache: compute the frozen backbone's features once per sample
             (:mod:`ebmtrack.training.feature_cache`).
     """
 
-    preset: str = "atom-r18"
-    model: str = "iou-net"
+    preset: str = ""
+    model: str = field(default="", init=False)
     backbone: str = "resnet18"
     pretrained: bool = True
     backbone_weights: str | None = None
-    head_width: float = 1.0
-    head_dims: int = 256
-    processing: AtomProcessing = field(default_factory=AtomProcessing)
     data: DataConfig = field(default_factory=DataConfig)
-    loss: BoxLossConfig = field(default_factory=BoxLossConfig)
-    dimp: DiMPTrainingConfig = field(default_factory=DiMPTrainingConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     feature_cache: FeatureCacheConfig = field(default_factory=FeatureCacheConfig)
 
-    def __post_init__(self) -> None:
-        if self.model not in MODEL_FILES:
-            raise ValueError(f"model must be one of {', '.join(MODEL_FILES)}, got {self.model!r}")
+    model_file: ClassVar[str]
+    """The trained model's file that :func:`run_experiment` writes into the run folder."""
+    validates_untrained: ClassVar[bool] = False
+    """Whether a fresh run with validation data first validates the untrained model into
+    :data:`UNTRAINED_VAL_FILE` (the baseline of the curve)."""
+
+    def build_module(self) -> nn.Module:
+        """Frozen backbone + freshly initialized model + loss (reading cached features when
+        ``feature_cache.enabled``).
+
+        Random initializations (the model's, and the backbone's without pretrained weights) are
+        seeded by ``trainer.seed``, so the module is a function of the config (checkpoints do not
+        store the frozen backbone).
+        """
+        from ebmtrack.models.backbones import create_backbone
+
+        torch.manual_seed(self.trainer.seed)
+        backbone = create_backbone(self.backbone, self.pretrained, self.backbone_weights)
+        return self._build_module(backbone)
+
+    def build_datasets(self, num_pairs: int | None = None) -> tuple[Dataset, Dataset | None]:
+        """``(train, val)`` sample data sets (``val`` None without validation data).
+
+        ``num_pairs``: length of the training set (default ``epochs * samples_per_epoch``).
+        """
+        from ebmtrack.data.sampler import load_training_sets
+
+        data, seed, trainer = self.data, self.trainer.seed, self.trainer
+        num_pairs = num_pairs or trainer.epochs * (trainer.samples_per_epoch or trainer.batch_size)
+        val_pairs = trainer.val_samples or trainer.batch_size
+        if data.sequence_folder is not None or data.pack is not None:
+            from .presets.default_cpu import SOURCES, local_sources
+            from .presets.pack import pack_sources
+
+            if data.sequence_folder is not None and data.pack is not None:
+                raise ValueError("give data.sequence_folder or data.pack, not both")
+            unknown = sorted(set(data.weights) - set(SOURCES))
+            if unknown:
+                raise ValueError(f"data.weights names {unknown}; valid with a folder: {SOURCES}")
+            if data.pack is not None:
+                sources, held_out = pack_sources(
+                    data.pack,
+                    data.pack_parts,
+                    data.holdout,
+                    data.pack_tracks,
+                    data.synthetic_sequences,
+                    seed,
+                    data.synthetic,
+                )
+            else:
+                sources, held_out = local_sources(
+                    data.sequence_folder, data.holdout, data.synthetic_sequences, seed
+                )
+            weights = [float(data.weights.get(name, 1.0)) for name in sources]
+            train = self._samples(list(sources.values()), weights, seed, num_pairs)
+            return train, self._samples([held_out], None, seed + 1, val_pairs)
+        if data.synthetic_sequences > 0:
+            # Validation sequences come from another seed: targets and textures never seen in
+            # training.
+            train_seqs = SyntheticSequences(data.synthetic_sequences, data.synthetic, seed=seed)
+            val_seqs = SyntheticSequences(
+                max(1, data.synthetic_sequences // 4), data.synthetic, seed + 1
+            )
+            return (
+                self._samples([train_seqs], None, seed, num_pairs),
+                self._samples([val_seqs], None, seed + 1, val_pairs),
+            )
+        if not data.roots:
+            raise ValueError(
+                "no training data: give data.roots (e.g. --got10k DIR, --lasot DIR, "
+                "--trackingnet DIR, --coco DIR) or data.synthetic_sequences > 0"
+            )
+        sets = load_training_sets(data.roots, data.splits)
+        weights = [float(data.weights.get(name, 1.0)) for name in sets]
+        train = self._samples(list(sets.values()), weights, seed, num_pairs)
+        if not data.val_splits:
+            return train, None
+        missing = sorted(set(data.val_splits) - set(data.roots))
+        if missing:
+            raise ValueError(f"data.val_splits names {missing} without a folder in data.roots")
+        val_sets = load_training_sets(
+            {name: data.roots[name] for name in data.val_splits}, data.val_splits
+        )
+        return train, self._samples(list(val_sets.values()), None, seed + 1, val_pairs)
+
+    def cached_datasets(
+        self, module: nn.Module, run_dir: Path, progress: bool = True
+    ) -> tuple[Dataset, Dataset | None]:
+        """Training and validation samples read from the feature cache (``feature_cache.folder``,
+        or ``features/`` in ``run_dir``), built first where missing."""
+        cache = self.feature_cache
+        folder = Path(cache.folder) if cache.folder else Path(run_dir) / FEATURES_FOLDER
+        train_samples, val_samples = self.build_datasets(num_pairs=cache.train_pairs)
+        options = {"key": self.cache_key(), "chunk_size": cache.chunk_size}
+        options.update(batch_size=cache.batch_size, progress=progress and self.trainer.progress)
+        train = self._cached(train_samples, module, folder / "train", options, training=True)
+        if val_samples is None:
+            return train, None
+        return train, self._cached(val_samples, module, folder / "val", options, training=False)
+
+    @abstractmethod
+    def cache_key(self) -> str:
+        """Everything the cached crops and features depend on (the loss and the loop do not
+        matter): a cache built under another key is rebuilt. Existing caches are found by their
+        key, so a kind's key must not change."""
+
+    @abstractmethod
+    def trained_model(self, module: nn.Module) -> nn.Module:
+        """The part of :meth:`build_module`'s module that :attr:`model_file` keeps."""
+
+    @abstractmethod
+    def _build_module(self, backbone: nn.Module) -> nn.Module:
+        """The training module around ``backbone`` (the random state is seeded)."""
+
+    @abstractmethod
+    def _samples(self, datasets: list, weights: list[float] | None, seed: int, num: int) -> Dataset:
+        """``num`` samples (pairs, or sets of frames) drawn from ``datasets`` with ``weights`` and
+        ``seed``."""
+
+    @abstractmethod
+    def _cached(
+        self, samples: Dataset, module: nn.Module, folder: Path, options: dict, training: bool
+    ) -> Dataset:
+        """``samples`` through the feature cache in ``folder`` (built with ``options``)."""
+
+    def _key(self, names: Iterable[str], **more: Any) -> str:
+        made_from = config_to_dict(self)
+        key = {name: made_from[name] for name in names}
+        return json.dumps({**key, **more, "seed": self.trainer.seed}, sort_keys=True)
 
 
-def model_file(config: ExperimentConfig) -> str:
-    """The name of the trained model's file that :func:`run_experiment` writes."""
-    return MODEL_FILES[config.model]
+@dataclass
+class IoUNetExperiment(Experiment):
+    """Training ATOM's IoU-Net box head (``model: iou-net``) on frame pairs, with MSE on the
+    overlap or an EBM loss; writes ``iou_net.safetensors``.
+
+    Attributes (besides :class:`Experiment`'s):
+        head_width: multiplier of the IoU-Net's hidden convolution widths
+            (:meth:`ebmtrack.models.iou_net.IoUNetConfig.for_backbone`'s ``width``).
+        head_dims: channels of the modulated features and of the predictor's linear blocks
+            (``for_backbone``'s are 256 * ``head_width``).
+        processing: crops, jitter and proposals of a pair.
+        loss: the box loss.
+    """
+
+    preset: str = "atom-r18"
+    model: str = field(default="iou-net", init=False)
+    head_width: float = 1.0
+    head_dims: int = 256
+    processing: AtomProcessing = field(default_factory=AtomProcessing)
+    loss: BoxLossConfig = field(default_factory=BoxLossConfig)
+
+    model_file: ClassVar[str] = "iou_net.safetensors"
+
+    def _build_module(self, backbone) -> BoxRegressionModule:
+        from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
+
+        dims = (self.head_dims, self.head_dims)
+        head = dataclasses.replace(
+            IoUNetConfig.for_backbone(backbone, self.head_width),
+            pred_input_dim=dims,
+            pred_inter_dim=dims,
+        )
+        module_type = (
+            CachedBoxRegressionModule if self.feature_cache.enabled else BoxRegressionModule
+        )
+        return module_type(backbone, AtomIoUNet(head), self.loss, backbone.default_layers)
+
+    def _samples(self, datasets, weights, seed, num) -> Dataset:
+        from ebmtrack.data.sampler import TrackingPairs
+
+        return TrackingPairs(
+            datasets,
+            weights,
+            processing=self.processing,
+            num_pairs=num,
+            max_gap=self.data.max_gap,
+            seed=seed,
+        )
+
+    def cache_key(self) -> str:
+        # The key of the box head's caches made before DiMP experiments existed: the backbone,
+        # the crops and the data, and the head's sizes (though the features do not depend on
+        # them).
+        names = ("backbone", "pretrained", "backbone_weights", "head_width", "head_dims")
+        return self._key((*names, "processing", "data"))
+
+    def _cached(self, samples, module, folder, options, training) -> Dataset:
+        cache = build_feature_cache(samples, module, folder, **options)
+        trainer = self.trainer
+        if training:  # fresh proposals for every pass over the cached pairs
+            num = trainer.epochs * (trainer.samples_per_epoch or trainer.batch_size)
+            return CachedPairs(cache, self.processing, num, trainer.seed)
+        return CachedPairs(cache, self.processing, len(samples), trainer.seed + 1)
+
+    def trained_model(self, module) -> nn.Module:
+        return module.iou_net
 
 
-def _atom_r18() -> ExperimentConfig:
+@dataclass
+class DiMPExperiment(Experiment):
+    """Training DiMP's target classifier (``model: dimp``, :mod:`ebmtrack.training.dimp`) through
+    its unrolled optimizer on sets of training and test frames; writes
+    ``dimp_classifier.safetensors``. A fresh run with validation data first validates the
+    untrained classifier into :data:`UNTRAINED_VAL_FILE`.
+
+    Attributes (besides :class:`Experiment`'s):
+        dimp: DiMP's samples, crops, labels, loss and classifier sizes.
+    """
+
+    model: str = field(default="dimp", init=False)
+    dimp: DiMPTrainingConfig = field(default_factory=DiMPTrainingConfig)
+
+    model_file: ClassVar[str] = "dimp_classifier.safetensors"
+    validates_untrained: ClassVar[bool] = True
+
+    def _build_module(self, backbone) -> DiMPTrainingModule:
+        from ebmtrack.models.dimp import DiMPClassifier, DiMPConfig
+
+        settings = self.dimp
+        classifier_config = dataclasses.replace(
+            DiMPConfig.for_backbone(backbone, settings.feature_dim),
+            num_iter=settings.num_iter,
+            init_gauss_sigma=settings.label_sigma(
+                backbone.feature_info[backbone.classifier_layer].stride
+            ),
+        )
+        module_type = CachedDiMPTrainingModule if self.feature_cache.enabled else DiMPTrainingModule
+        return module_type(backbone, DiMPClassifier(classifier_config), settings)
+
+    def _samples(self, datasets, weights, seed, num) -> Dataset:
+        from ebmtrack.data.sampler import TrackingFrameSets
+
+        return TrackingFrameSets(
+            datasets,
+            weights,
+            processing=self.dimp.processing,
+            num_samples=num,
+            num_train_frames=self.dimp.num_train_frames,
+            num_test_frames=self.dimp.num_test_frames,
+            max_gap=self.data.max_gap,
+            seed=seed,
+        )
+
+    def cache_key(self) -> str:
+        sampling = ("processing", "num_train_frames", "num_test_frames")
+        made_from = config_to_dict(self.dimp)
+        return self._key(
+            ("backbone", "pretrained", "backbone_weights", "data"),
+            model=self.model,
+            dimp={name: made_from[name] for name in sampling},
+        )
+
+    def _cached(self, samples, module, folder, options, training) -> Dataset:
+        return CachedFrameSets(build_frame_set_cache(samples, module, folder, **options))
+
+    def trained_model(self, module) -> nn.Module:
+        return module.classifier
+
+
+EXPERIMENTS: dict[str, type[Experiment]] = {"iou-net": IoUNetExperiment, "dimp": DiMPExperiment}
+"""The experiment class of each ``model`` key of a config."""
+LEGACY_MODEL = "iou-net"
+"""The kind of a saved config without ``model``: runs from before DiMP experiments existed."""
+LEGACY_KEYS = frozenset(
+    {"preset", "model", "backbone", "pretrained", "backbone_weights", "head_width", "head_dims"}
+    | {"processing", "data", "loss", "dimp", "trainer", "feature_cache"}
+)
+"""The keys of every config that the code before the experiment classes wrote: one class for
+both kinds, with the settings of both (those of the other kind did nothing)."""
+
+
+def setting_names(cls: type[Experiment]) -> set[str]:
+    """The keys of a config of experiment class ``cls`` (``model`` aside)."""
+    return {f.name for f in dataclasses.fields(cls) if f.init}
+
+
+def kinds_with_setting(key: str) -> list[str]:
+    """The kinds (keys of :data:`EXPERIMENTS`) that have the setting ``key``."""
+    return [kind for kind, cls in EXPERIMENTS.items() if key in setting_names(cls)]
+
+
+def experiment_type(data: Mapping[str, Any], where: str = "config") -> type[Experiment]:
+    """The class of the config ``data``: its ``model`` (:data:`LEGACY_MODEL` without one)."""
+    kind = data.get("model", LEGACY_MODEL)
+    if kind not in EXPERIMENTS:
+        raise ValueError(f"{where}.model must be one of {', '.join(EXPERIMENTS)}, got {kind!r}")
+    return EXPERIMENTS[kind]
+
+
+def experiment_from_dict(data: Mapping[str, Any], where: str = "config") -> Experiment:
+    """The experiment of plain-data config ``data`` (as :func:`config_to_dict` makes it), of the
+    class that its ``model`` names; missing keys keep the class's defaults.
+
+    Raises:
+        ValueError: a key of another kind of experiment, or of none (the message lists the
+            valid ones), or a bad value.
+    """
+    cls = experiment_type(data, where)
+    values = {key: value for key, value in data.items() if key != "model"}
+    for key in values:
+        kinds = kinds_with_setting(key)
+        if kinds and cls.model not in kinds:
+            raise ValueError(
+                f"{key} in {where} does not apply to {cls.model} experiments; it is a setting "
+                f"of {' and '.join(kinds)} experiments"
+            )
+    return config_from_dict(cls, values, where)
+
+
+def upgrade_config_dict(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A config as the code before the experiment classes wrote it (:data:`LEGACY_KEYS`: a
+    run's ``config.yaml``) without the settings of the kind it is not; any other mapping
+    unchanged (a copy). A config without ``model`` is of :data:`LEGACY_MODEL`."""
+    data = dict(data)
+    if not LEGACY_KEYS <= set(data):
+        return data
+    own = setting_names(experiment_type(data))
+    return {key: value for key, value in data.items() if key in own or key == "model"}
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """The experiment saved in a YAML or JSON config file (a run's ``config.yaml``), of the class
+    its ``model`` names (``iou-net`` without one); files of the code before the experiment
+    classes included (:func:`upgrade_config_dict`)."""
+    return experiment_from_dict(upgrade_config_dict(read_config_file(path)), str(path))
+
+
+def _atom_r18() -> IoUNetExperiment:
     # Pairs are random draws: walk through them in order so that none repeats in 40 epochs.
-    return ExperimentConfig(preset="atom-r18", trainer=TrainerConfig(shuffle=False))
+    return IoUNetExperiment(preset="atom-r18", trainer=TrainerConfig(shuffle=False))
 
 
-def _synthetic_smoke() -> ExperimentConfig:
-    return ExperimentConfig(
+def _synthetic_smoke() -> IoUNetExperiment:
+    return IoUNetExperiment(
         preset="synthetic-smoke",
         backbone="mobilenetv2",
         pretrained=False,
@@ -192,8 +523,8 @@ def _synthetic_smoke() -> ExperimentConfig:
     )
 
 
-def _default_cpu() -> ExperimentConfig:
-    return ExperimentConfig(
+def _default_cpu() -> IoUNetExperiment:
+    return IoUNetExperiment(
         preset="default-cpu",
         backbone="mobilenetv2",
         head_width=0.5,  # IoUNetConfig.for_backbone's width for the mobile backbones
@@ -218,12 +549,11 @@ def _default_cpu() -> ExperimentConfig:
     )
 
 
-def _dimp_cpu() -> ExperimentConfig:
+def _dimp_cpu() -> DiMPExperiment:
     # default-cpu's data and backbone; DiMP-18's samples (max_gap 30, 3 + 3 frames, its crops),
     # loss and lr schedule shape (x0.2 steps), shrunk to the CPU budget of docs/dimp.md.
-    return ExperimentConfig(
+    return DiMPExperiment(
         preset="dimp-cpu",
-        model="dimp",
         backbone="mobilenetv2",
         data=DataConfig(
             sequence_folder="../shared/data/sequences",
@@ -264,17 +594,17 @@ def _pack_data(**changes) -> DataConfig:
     )
 
 
-def _pack_cpu() -> ExperimentConfig:
+def _pack_cpu() -> IoUNetExperiment:
     # default-cpu's head, crops and loop, on the training pack: its real tracks, coco128's
     # objects and generated sequences with objects of all three parts as targets.
     return dataclasses.replace(_default_cpu(), preset="pack-cpu", data=_pack_data())
 
 
-def _dimp_pack_cpu() -> ExperimentConfig:
+def _dimp_pack_cpu() -> DiMPExperiment:
     return dataclasses.replace(_dimp_cpu(), preset="dimp-pack-cpu", data=_pack_data(max_gap=30))
 
 
-PRESETS: dict[str, Callable[[], ExperimentConfig]] = {
+PRESETS: dict[str, Callable[[], Experiment]] = {
     "atom-r18": _atom_r18,
     "synthetic-smoke": _synthetic_smoke,
     "default-cpu": _default_cpu,
@@ -284,192 +614,16 @@ PRESETS: dict[str, Callable[[], ExperimentConfig]] = {
 }
 
 
-def preset_config(name: str) -> ExperimentConfig:
-    """The config of preset ``name``; ValueError listing the presets otherwise."""
+def preset_config(name: str) -> Experiment:
+    """The config of preset ``name`` (an :class:`IoUNetExperiment` or a
+    :class:`DiMPExperiment`); ValueError listing the presets otherwise."""
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
     return PRESETS[name]()
 
 
-def build_module(config: ExperimentConfig) -> BoxRegressionModule | DiMPTrainingModule:
-    """Frozen backbone + freshly initialized head + loss (reading cached features when
-    ``feature_cache.enabled``): the IoU-Net's :class:`BoxRegressionModule`, or for
-    ``model: dimp`` a :class:`~ebmtrack.training.dimp.DiMPTrainingModule`.
-
-    Random initializations (the head's, and the backbone's without pretrained weights) are seeded
-    by ``trainer.seed``, so the module is a function of the config (checkpoints do not store the
-    frozen backbone).
-    """
-    from ebmtrack.models.backbones import create_backbone
-    from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
-
-    torch.manual_seed(config.trainer.seed)
-    backbone = create_backbone(config.backbone, config.pretrained, config.backbone_weights)
-    if config.model == "dimp":
-        from ebmtrack.models.dimp import DiMPClassifier, DiMPConfig
-
-        settings = config.dimp
-        classifier_config = dataclasses.replace(
-            DiMPConfig.for_backbone(backbone, settings.feature_dim),
-            num_iter=settings.num_iter,
-            init_gauss_sigma=settings.label_sigma(
-                backbone.feature_info[backbone.classifier_layer].stride
-            ),
-        )
-        cached = config.feature_cache.enabled
-        module_type = CachedDiMPTrainingModule if cached else DiMPTrainingModule
-        return module_type(backbone, DiMPClassifier(classifier_config), settings)
-    layers = backbone.default_layers
-    head = IoUNetConfig(
-        input_channels=tuple(backbone.feature_info[name].channels for name in layers),
-        pred_input_dim=(config.head_dims, config.head_dims),
-        pred_inter_dim=(config.head_dims, config.head_dims),
-        width=config.head_width,
-        strides=tuple(backbone.feature_info[name].stride for name in layers),
-        backbone=config.backbone,
-        feature_layers=layers,
-    )
-    module_type = CachedBoxRegressionModule if config.feature_cache.enabled else BoxRegressionModule
-    return module_type(backbone, AtomIoUNet(head), config.loss, layers)
-
-
-def build_datasets(
-    config: ExperimentConfig, num_pairs: int | None = None
-) -> tuple[Dataset, Dataset | None]:
-    """``(train, val)`` pair data sets (``val`` None without validation data).
-
-    ``num_pairs``: length of the training set (default ``epochs * samples_per_epoch``).
-    """
-    from ebmtrack.data.sampler import TrackingFrameSets, TrackingPairs, load_training_sets
-
-    data, seed, trainer = config.data, config.trainer.seed, config.trainer
-    samples = trainer.samples_per_epoch or trainer.batch_size
-    num_pairs = num_pairs or trainer.epochs * samples
-    val_pairs = trainer.val_samples or trainer.batch_size
-    if config.model == "dimp":
-        sample_type: Callable[..., Dataset] = TrackingFrameSets
-        common = {
-            "processing": config.dimp.processing,
-            "max_gap": data.max_gap,
-            "num_train_frames": config.dimp.num_train_frames,
-            "num_test_frames": config.dimp.num_test_frames,
-        }
-    else:
-        sample_type = TrackingPairs
-        common = {"processing": config.processing, "max_gap": data.max_gap}
-
-    def length(num: int) -> dict[str, int]:
-        return {"num_samples" if config.model == "dimp" else "num_pairs": num}
-
-    if data.sequence_folder is not None or data.pack is not None:
-        from .presets.default_cpu import SOURCES, local_sources
-        from .presets.pack import pack_sources
-
-        if data.sequence_folder is not None and data.pack is not None:
-            raise ValueError("give data.sequence_folder or data.pack, not both")
-        unknown = sorted(set(data.weights) - set(SOURCES))
-        if unknown:
-            raise ValueError(f"data.weights names {unknown}; valid with a folder: {SOURCES}")
-        if data.pack is not None:
-            sources, held_out = pack_sources(
-                data.pack,
-                data.pack_parts,
-                data.holdout,
-                data.pack_tracks,
-                data.synthetic_sequences,
-                seed,
-                data.synthetic,
-            )
-        else:
-            sources, held_out = local_sources(
-                data.sequence_folder, data.holdout, data.synthetic_sequences, seed
-            )
-        weights = [float(data.weights.get(name, 1.0)) for name in sources]
-        train = sample_type(
-            list(sources.values()), weights, seed=seed, **length(num_pairs), **common
-        )
-        return train, sample_type([held_out], seed=seed + 1, **length(val_pairs), **common)
-    if data.synthetic_sequences > 0:
-        # Validation sequences come from another seed: targets and textures never seen in training.
-        train_seqs = SyntheticSequences(data.synthetic_sequences, data.synthetic, seed=seed)
-        val_seqs = SyntheticSequences(
-            max(1, data.synthetic_sequences // 4), data.synthetic, seed + 1
-        )
-        return (
-            sample_type([train_seqs], seed=seed, **length(num_pairs), **common),
-            sample_type([val_seqs], seed=seed + 1, **length(val_pairs), **common),
-        )
-    if not data.roots:
-        raise ValueError(
-            "no training data: give data.roots (e.g. --got10k DIR, --lasot DIR, --trackingnet DIR, "
-            "--coco DIR) or data.synthetic_sequences > 0"
-        )
-    sets = load_training_sets(data.roots, data.splits)
-    weights = [float(data.weights.get(name, 1.0)) for name in sets]
-    train = sample_type(list(sets.values()), weights, seed=seed, **length(num_pairs), **common)
-    if not data.val_splits:
-        return train, None
-    missing = sorted(set(data.val_splits) - set(data.roots))
-    if missing:
-        raise ValueError(f"data.val_splits names {missing} without a folder in data.roots")
-    val_sets = load_training_sets(
-        {name: data.roots[name] for name in data.val_splits}, data.val_splits
-    )
-    val = sample_type(list(val_sets.values()), seed=seed + 1, **length(val_pairs), **common)
-    return train, val
-
-
-def _cache_key(config: ExperimentConfig) -> str:
-    """Everything the stored crops and features depend on; the loss and the loop do not matter."""
-    made_from = config_to_dict(config)
-    if config.model == "dimp":
-        sampling = ("processing", "num_train_frames", "num_test_frames")
-        key = {name: made_from[name] for name in ("backbone", "pretrained", "backbone_weights")}
-        key.update(
-            model="dimp",
-            data=made_from["data"],
-            dimp={name: made_from["dimp"][name] for name in sampling},
-        )
-    else:  # the key of the box head's caches made before ``model`` and ``dimp`` existed
-        ignored = ("preset", "loss", "trainer", "feature_cache", "model", "dimp")
-        key = {name: value for name, value in made_from.items() if name not in ignored}
-    return json.dumps({**key, "seed": config.trainer.seed}, sort_keys=True)
-
-
-def _cached_datasets(
-    config: ExperimentConfig,
-    module: BoxRegressionModule | DiMPTrainingModule,
-    run_dir: Path,
-    progress: bool,
-) -> tuple[Dataset, Dataset | None]:
-    """Training and validation samples read from a feature cache, built first where missing."""
-    cache = config.feature_cache
-    folder = Path(cache.folder) if cache.folder else run_dir / FEATURES_FOLDER
-    train_pairs, val_pairs = build_datasets(config, num_pairs=cache.train_pairs)
-    options = {"key": _cache_key(config), "chunk_size": cache.chunk_size}
-    options.update(batch_size=cache.batch_size, progress=progress and config.trainer.progress)
-    if config.model == "dimp":
-        train = CachedFrameSets(
-            build_frame_set_cache(train_pairs, module, folder / "train", **options)
-        )
-        if val_pairs is None:
-            return train, None
-        return train, CachedFrameSets(
-            build_frame_set_cache(val_pairs, module, folder / "val", **options)
-        )
-    train_cache = build_feature_cache(train_pairs, module, folder / "train", **options)
-    trainer = config.trainer
-    samples = trainer.samples_per_epoch or trainer.batch_size
-    train = CachedPairs(train_cache, config.processing, trainer.epochs * samples, trainer.seed)
-    if val_pairs is None:
-        return train, None
-    val_cache = build_feature_cache(val_pairs, module, folder / "val", **options)
-    val = CachedPairs(val_cache, config.processing, len(val_pairs), trainer.seed + 1)
-    return train, val
-
-
 def run_experiment(
-    config: ExperimentConfig,
+    config: Experiment,
     run_dir: str | Path,
     resume: bool = False,
     context: DistributedContext | None = None,
@@ -478,12 +632,13 @@ def run_experiment(
     """Train the model as ``config`` says and write the trained model to ``run_dir``.
 
     Writes ``config.yaml``, ``metrics.csv``, ``checkpoints/`` and, when the last epoch is done,
-    :func:`model_file` (``iou_net.safetensors`` or ``dimp_classifier.safetensors``, loadable with
-    :func:`ebmtrack.models.serialization.load_model`). A fresh DiMP run with validation data first
-    validates the untrained classifier into ``untrained_val.json``, the baseline of the curve.
-    With ``resume`` it continues from the run's latest checkpoint (a fresh start if it has none);
-    without, a folder that already holds checkpoints is refused (ValueError). Works the same under
-    ``torchrun`` (one process per device).
+    ``config.model_file`` (``iou_net.safetensors`` or ``dimp_classifier.safetensors``, loadable
+    with :func:`ebmtrack.models.serialization.load_model`). A fresh run of a kind that
+    ``validates_untrained`` (DiMP) with validation data first validates the untrained model into
+    ``untrained_val.json``, the baseline of the curve. With ``resume`` it continues from the
+    run's latest checkpoint (a fresh start if it has none); without, a folder that already holds
+    checkpoints is refused (ValueError). Works the same under ``torchrun`` (one process per
+    device).
     """
     context = context or init_distributed(config.trainer.device)
     run_dir = Path(run_dir)
@@ -495,13 +650,13 @@ def run_experiment(
         )
     if context.is_main:
         save_config(config, run_dir / CONFIG_FILE)
-    module = build_module(config)
+    module = config.build_module()
     if config.feature_cache.enabled:
         if context.world_size > 1:
             raise ValueError("feature_cache.enabled needs a single process (build the cache once)")
-        train, val = _cached_datasets(config, module, run_dir, context.is_main)
+        train, val = config.cached_datasets(module, run_dir, context.is_main)
     else:
-        train, val = build_datasets(config)
+        train, val = config.build_datasets()
     trainer = Trainer(
         module,
         train,
@@ -513,7 +668,7 @@ def run_experiment(
     )
     if resume:
         trainer.resume()
-    if config.model == "dimp" and val is not None and trainer.epoch == 0:
+    if config.validates_untrained and val is not None and trainer.epoch == 0:
         untrained = trainer.validate()
         if context.is_main:
             (run_dir / UNTRAINED_VAL_FILE).write_text(json.dumps(untrained, indent=2) + "\n")
@@ -521,6 +676,5 @@ def run_experiment(
     if context.is_main and trainer.epoch == config.trainer.epochs:
         from ebmtrack.models.serialization import save_model
 
-        head = module.classifier if config.model == "dimp" else module.iou_net
-        save_model(head.cpu(), run_dir / model_file(config))
+        save_model(config.trained_model(module).cpu(), run_dir / config.model_file)
     return results
