@@ -44,4 +44,13 @@ def test_report_gathers_every_finished_head_and_pairs_differences_by_sequence(tm
     assert "| -10.0 | 0 of 2 |" in table
     assert (tmp_path / "scaling.png").stat().st_size > 0
     with pytest.raises(KeyError):
-        level_config("e", "mse", tmp_path)
+        level_config("z", "mse", tmp_path)
+
+
+def test_level_e_is_slice_d_with_each_of_4x_the_pairs_visited_once(tmp_path):
+    d, e = level_config("d", "nce+", tmp_path), level_config("e", "nce+", tmp_path)
+    assert e.data == d.data and e.trainer == d.trainer
+    assert e.feature_cache.folder != d.feature_cache.folder
+    steps = e.trainer.epochs * e.trainer.samples_per_epoch
+    assert (d.feature_cache.train_pairs, e.feature_cache.train_pairs) == (steps // 4, steps)
+    assert not e.trainer.shuffle  # CachedPairs then visits each cached pair once per pass

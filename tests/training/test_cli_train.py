@@ -138,3 +138,12 @@ def test_a_run_saved_by_earlier_versions_resumes(tmp_path, capsys, written_by):
     assert load_model(out / "iou_net.safetensors", expected="AtomIoUNet").config.width == 0.25
     saved = read_config_file(out / "config.yaml")  # rewritten by the present version
     assert saved["model"] == "iou-net" and "dimp" not in saved
+
+
+def test_the_help_names_every_preset(capsys):
+    from ebmtrack.training.experiment import PRESETS
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert [name for name in PRESETS if name not in text] == []

@@ -39,8 +39,10 @@ def add_parser(subparsers) -> None:
         default=DEFAULT_PRESET,
         help="starting config: atom-r18 (default; ATOM's recipe: needs ResNet-18 weights and "
         "GOT-10k / LaSOT / TrackingNet / COCO), synthetic-smoke (generated data only, "
-        "seconds), default-cpu (the shipped model, from ../shared/data/sequences), dimp-cpu "
-        "(DiMP's target classifier, same data)",
+        "seconds), pack-cpu (the box head on the training pack ../shared/data/train and "
+        "generated sequences, 2 CPU cores), dimp-pack-cpu (DiMP's target classifier, same "
+        "data), default-cpu and dimp-cpu (the same two on ../shared/data/sequences: how the "
+        "shipped heads were first made)",
     )
     parser.add_argument("--config", type=Path, help="YAML/JSON file of config values to apply")
     parser.add_argument(
