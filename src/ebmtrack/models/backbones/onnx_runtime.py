@@ -110,7 +110,7 @@ class OnnxBackbone:
             raise ValueError("ranges are for the int8 model: pass int8=True with them")
 
     def _int8_ranges(self, ranges):
-        # Imported here: `python -m ebmtrack.models.backbones.int8` must find it unimported.
+        # Imported here: ONNX Runtime's quantization tools load only for int8.
         from ebmtrack.models.backbones.int8 import ActivationRanges, find_ranges
 
         if ranges is None or isinstance(ranges, str | Path):
@@ -121,7 +121,7 @@ class OnnxBackbone:
                     f"no int8 activation ranges for backbone {self.name!r} with weights key "
                     f"{self.weights_key} in {where}: these weights were never calibrated (ranges "
                     "ship for the ImageNet weights of mobilenetv2). Use backbone_runtime='onnx' "
-                    "(float32), or measure them with python -m ebmtrack.models.backbones.int8"
+                    "(float32), or measure them with python -m ebmtrack.training.int8_calibration"
                 )
             return found
         if not isinstance(ranges, ActivationRanges):
