@@ -73,8 +73,8 @@ def resolve_backbone_runtime(
     says it may (a bool, or a function called only then: the caller knows whether ranges ship
     for its backbone's weights; the ATOM tracker asks
     :func:`~ebmtrack.models.backbones.int8.int8_available`), else in float32 (``onnx``): int8 ran
-    the default tracker 1.4x cheaper per frame than float32, 1.8x cheaper than eager PyTorch,
-    at the same accuracy (docs/results/speed.md).
+    the default tracker's frame 1.33-1.44x cheaper than float32 in ONNX Runtime (itself 1.7x
+    cheaper than eager PyTorch), at the same accuracy (docs/results/speed.md).
 
     ``onnx-int8`` asked for is refused with a ValueError on a GPU and with a dtype other than
     float32 (bfloat16 already is the fast path there; ``precision="auto"`` resolves to it on CPUs
