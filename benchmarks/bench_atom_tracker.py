@@ -2,7 +2,8 @@
 
 For each backbone (resnet18 with random weights: the speed is the same as with ImageNet weights,
 which do not ship; mobilenetv2 with its ImageNet weights), each backbone runtime (eager PyTorch,
-and ONNX Runtime) and each search size, the tracker runs a sequence with IoU refinement on (a
+ONNX Runtime, and with ``--runtimes onnx-int8`` its int8 model, mobilenetv2 in float32 only)
+and each search size, the tracker runs a sequence with IoU refinement on (a
 random IoU-Net of the right width: the same cost as a trained one; ``--modes default`` runs the
 shipped default instead, the classifier alone with its three-region scale search) and reports
 the time per

@@ -1,7 +1,8 @@
 """Tracking speed of the default tracker on a quiet and on a busy CPU, in one run.
 
 Each configuration (precision x backbone runtime x threads; bfloat16 with eager PyTorch only,
-since ONNX Runtime runs the backbone in float32; float32 with eager PyTorch is the default
+since ONNX Runtime runs the backbone in float32, or int8 with ``--runtimes ...,onnx-int8``
+in place of float32 only; float32 with eager PyTorch is the default
 tracker as it ran before ONNX Runtime became its float32 runtime) runs in a fresh Python
 process, built the way a user builds it (``ebmtrack.load_tracker("atom", threads=...,
 **params)``, so the package's own thread and wait-policy defaults apply), first "quiet" (no
@@ -193,7 +194,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--sequence", default="Car1", help="a folder of ../shared/data/sequences")
     parser.add_argument("--threads", default="1,2", help="thread counts to measure")
-    parser.add_argument("--runtimes", default="torch,onnx")
+    parser.add_argument("--runtimes", default="torch,onnx", help="also: onnx-int8")
     parser.add_argument("--precisions", default="float32,bfloat16", help="bfloat16: if native")
     parser.add_argument("--cli", action="store_true", help="also time `ebmtrack track`")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench_speed.json")
@@ -225,8 +226,10 @@ def main() -> None:
     for precision in precisions:
         for threads in (int(t) for t in args.threads.split(",")):
             for runtime in args.runtimes.split(","):
-                if precision == "bfloat16" and runtime == "onnx":
-                    continue  # ONNX Runtime's backbone runs float32 whatever the precision
+                if precision == "bfloat16" and runtime.startswith("onnx"):
+                    # ONNX Runtime's backbone runs float32 whatever the precision; its int8
+                    # model replaces the float32 backbone only (refused with bfloat16).
+                    continue
                 configs.append((precision, threads, {"backbone_runtime": runtime}))
     print(
         "| precision | runtime | threads | quiet FPS | load | busy FPS | load "

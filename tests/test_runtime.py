@@ -69,6 +69,17 @@ def test_auto_backbone_runtime_is_onnx_exactly_on_a_cpu_in_float32(monkeypatch):
     assert resolve_backbone_runtime("auto", "cuda", torch.float32) == "torch"
     assert resolve_backbone_runtime("torch", "cpu", torch.float32) == "torch"
     assert resolve_backbone_runtime("onnx", "cpu", torch.bfloat16) == "onnx"  # as asked
+    # int8 where the caller says its weights have ranges; the function is asked only then.
+    assert resolve_backbone_runtime("auto", "cpu", torch.float32, int8=True) == (
+        "onnx-int8" if installed else "torch"
+    )
+    assert resolve_backbone_runtime("auto", "cpu", torch.float32, int8=lambda: False) == (
+        "onnx" if installed else "torch"
+    )
+    never = lambda: pytest.fail("asked")  # noqa: E731
+    assert resolve_backbone_runtime("auto", "cpu", torch.bfloat16, int8=never) == "torch"
+    assert resolve_backbone_runtime("auto", "cuda", torch.float32, int8=never) == "torch"
+    assert resolve_backbone_runtime("onnx", "cpu", torch.float32, int8=never) == "onnx"
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util,
@@ -76,5 +87,9 @@ def test_auto_backbone_runtime_is_onnx_exactly_on_a_cpu_in_float32(monkeypatch):
         lambda name, *args: None if name == "onnxruntime" else real_find_spec(name, *args),
     )
     assert resolve_backbone_runtime("auto", "cpu", torch.float32) == "torch"  # not installed
-    with pytest.raises(ValueError, match="backbone_runtime must be one of auto, torch, onnx"):
+    assert resolve_backbone_runtime("auto", "cpu", torch.float32, int8=True) == "torch"
+    # int8 is asked for, never picked (tests/models/test_backbones_int8.py for its refusals).
+    assert resolve_backbone_runtime("onnx-int8", "cpu", torch.float32) == "onnx-int8"
+    match = "backbone_runtime must be one of auto, torch, onnx, onnx-int8"
+    with pytest.raises(ValueError, match=match):
         resolve_backbone_runtime("tensorrt", "cpu", torch.float32)

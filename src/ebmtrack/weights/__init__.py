@@ -1,5 +1,6 @@
-"""Weights shipped inside the package: the default tracker's IoU-Net and MobileNetV2's ImageNet
-features (see ``README.md`` in this folder for how they were made, checksums and licences)."""
+"""Weights shipped inside the package: the default tracker's IoU-Net, MobileNetV2's ImageNet
+features and the activation ranges of its int8 model (see ``README.md`` in this folder for how
+they were made, checksums and licences)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ __all__ = [
     "DefaultModel",
     "default_model",
     "dimp_classifier",
+    "int8_ranges",
     "nce_box_head",
     "shipped_backbone_weights",
 ]
@@ -19,6 +21,7 @@ FOLDER = Path(__file__).resolve().parent
 RECORD_FILE = "default_model.json"
 NCE_BOX_HEAD = "iou_net_nce_mobilenetv2.safetensors"
 DIMP_CLASSIFIER = "dimp_classifier_mobilenetv2.safetensors"
+INT8_RANGES = "int8_ranges.json"
 
 
 @dataclass(frozen=True)
@@ -79,3 +82,10 @@ def dimp_classifier(backbone: str = "mobilenetv2") -> Path | None:
     or None if none ships for it."""
     path = FOLDER / DIMP_CLASSIFIER
     return path if backbone == "mobilenetv2" and path.is_file() else None
+
+
+def int8_ranges() -> Path | None:
+    """The activation ranges of the int8 backbones (``backbone_runtime="onnx-int8"``; read by
+    :func:`ebmtrack.models.backbones.int8.load_ranges`), or None if this installation has none."""
+    path = FOLDER / INT8_RANGES
+    return path if path.is_file() else None

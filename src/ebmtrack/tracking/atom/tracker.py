@@ -14,6 +14,7 @@ pixels, where the classifier (stride ``s``: score cell ``i`` at pixel ``s * i``)
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from ebmtrack.models.atom_classifier import (
     update_filter,
 )
 from ebmtrack.models.backbones.base import Backbone
+from ebmtrack.models.backbones.int8 import int8_available
 from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.models.precision import resolve_precision
 from ebmtrack.ops.crop import apply_matrix
@@ -131,8 +133,12 @@ class AtomTracker(SearchRegionTracker):
             (*self.iou_layers, self.classifier_layer) if self.iou_net else (self.classifier_layer,)
         )
         self.layers = tuple(dict.fromkeys(layers))
+        # auto: int8 where ranges ship for these weights (docs/results/speed.md).
         self.backbone_runtime = resolve_backbone_runtime(
-            params.backbone_runtime, self.device, self.dtype
+            params.backbone_runtime,
+            self.device,
+            self.dtype,
+            int8=functools.partial(int8_available, self.backbone),
         )
         self._extract = feature_extractor(
             self.backbone, self.layers, self.backbone_runtime, self.dtype
