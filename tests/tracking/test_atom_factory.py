@@ -2,7 +2,7 @@ import pytest
 
 from ebmtrack.tracking.atom.factory import ATOM, ATOM_IOUNET, CLASSIFIER_ONLY, create_atom_tracker
 from ebmtrack.tracking.registry import create_tracker
-from ebmtrack.weights import default_model
+from ebmtrack.weights import default_model, pack_box_head
 
 
 def test_atom_is_the_classifier_with_its_scale_search():
@@ -21,6 +21,22 @@ def test_atom_iounet_sizes_the_box_with_the_shipped_iou_net():
     assert tracker.params.scale_factors == () and tracker.params.size_update_rate == 1.0
     given = create_tracker("atom-iounet", weights=default_model().iou_net, search_size=96)
     assert given.iou_net is not None
+
+
+def test_atom_gated_is_the_scale_search_with_the_pack_head_behind_a_margin():
+    tracker = create_tracker("atom-gated", search_size=96)
+    assert tracker.iou_net is not None
+    for name, value in CLASSIFIER_ONLY.items():
+        if name != "use_iou_net":
+            assert getattr(tracker.params, name) == value
+    assert tracker.params.iou_accept_margin == 0.1
+    shipped = create_tracker("atom-iounet", weights=pack_box_head(), search_size=96)
+    for (name, a), b in zip(
+        tracker.iou_net.state_dict().items(), shipped.iou_net.state_dict().values()
+    ):
+        assert a.equal(b), name
+    with pytest.raises(ValueError, match="iou_accept_margin needs use_iou_net=True"):
+        create_tracker("atom-gated", scale_factors=(), search_size=96)
 
 
 def test_weights_without_an_iou_net_are_refused():

@@ -259,8 +259,31 @@ def test_bad_inputs(backbone, iou_net):
         AtomParams(device="tpu")
     with pytest.raises(ValueError, match="precision must be one of auto, float32"):
         AtomParams(precision="float16")
-    with pytest.raises(ValueError, match="scale_factors needs use_iou_net=False"):
+    with pytest.raises(ValueError, match="needs iou_accept_margin"):
         AtomParams(scale_factors=(0.95, 1.05))
+    with pytest.raises(ValueError, match="iou_accept_margin needs use_iou_net=True"):
+        AtomParams(iou_accept_margin=0.0)
+    with pytest.raises(ValueError, match="iou_accept_margin needs use_iou_net=True"):
+        AtomParams(use_iou_net=False, scale_factors=(0.95, 1.05), iou_accept_margin=0.0)
+    with pytest.raises(ValueError, match="iou_accept_margin must be a number"):
+        AtomParams(scale_factors=(0.95, 1.05), iou_accept_margin="high")
     for factors in [(1.0,), (0.0, 1.05), (float("nan"),)]:
         with pytest.raises(ValueError, match="scale_factors must be numbers"):
             AtomParams(use_iou_net=False, scale_factors=factors)
+
+
+def test_iou_accept_margin_gates_the_heads_box_by_its_predicted_gain(backbone, iou_net):
+    """A margin no predicted IoU gain can reach (> 1) keeps the scale search's boxes exactly; a
+    margin every refinement passes (< -1) takes the head's box on every frame where it finds
+    one, so the boxes differ from the scale search's."""
+    frames, boxes = moving_object_sequence(num_frames=8)
+    search = {"search_size": 96, "scale_factors": (1 / 1.05, 1.05), "seed": 0}
+
+    def run(iou_net, **params):
+        tracker = AtomTracker(backbone, iou_net, AtomParams(**search, **params))
+        tracker.initialize(frames[0], boxes[0])
+        return np.array([tracker.track(frame).box for frame in frames[1:]])
+
+    alone = run(None, use_iou_net=False)
+    np.testing.assert_array_equal(run(iou_net, iou_accept_margin=2.0), alone)
+    assert np.abs(run(iou_net, iou_accept_margin=-2.0) - alone).max() > 1e-3

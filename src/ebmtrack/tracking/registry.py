@@ -90,6 +90,7 @@ TRACKERS: dict[str, TrackerFactory] = {
 LAZY_TRACKERS: dict[str, str] = {
     "atom": "ebmtrack.tracking.atom.factory:ATOM",
     "atom-iounet": "ebmtrack.tracking.atom.factory:ATOM_IOUNET",
+    "atom-gated": "ebmtrack.tracking.atom.factory:ATOM_GATED",
     "dimp-nce+": "ebmtrack.tracking.dimp.factory:DIMP_NCE_PLUS",
 }
 

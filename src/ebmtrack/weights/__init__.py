@@ -14,6 +14,7 @@ __all__ = [
     "dimp_classifier",
     "int8_ranges",
     "nce_box_head",
+    "pack_box_head",
     "shipped_backbone_weights",
 ]
 
@@ -21,6 +22,7 @@ FOLDER = Path(__file__).resolve().parent
 RECORD_FILE = "default_model.json"
 NCE_BOX_HEAD = "iou_net_nce_mobilenetv2.safetensors"
 DIMP_CLASSIFIER = "dimp_classifier_mobilenetv2.safetensors"
+PACK_BOX_HEAD = "iou_net_pack_mobilenetv2.safetensors"
 INT8_RANGES = "int8_ranges.json"
 
 
@@ -89,3 +91,11 @@ def int8_ranges() -> Path | None:
     :func:`ebmtrack.models.backbones.int8.load_ranges`), or None if this installation has none."""
     path = FOLDER / INT8_RANGES
     return path if path.is_file() else None
+
+
+def pack_box_head(backbone: str = "mobilenetv2") -> Path | None:
+    """The IoU-Net trained with NCE+ on the training pack (``ebmtrack train --preset pack-cpu
+    --loss nce+``) that ships for ``backbone`` (the box head of the ``atom-gated`` tracker), or
+    None if none ships for it."""
+    path = FOLDER / PACK_BOX_HEAD
+    return path if backbone == "mobilenetv2" and path.is_file() else None

@@ -11,9 +11,9 @@ from ebmtrack.models.serialization import load_model
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.tracking.atom.tracker import AtomTracker
 from ebmtrack.tracking.registry import TrackerVariant
-from ebmtrack.weights import default_model
+from ebmtrack.weights import default_model, pack_box_head
 
-__all__ = ["ATOM", "ATOM_IOUNET", "CLASSIFIER_ONLY", "create_atom_tracker"]
+__all__ = ["ATOM", "ATOM_GATED", "ATOM_IOUNET", "CLASSIFIER_ONLY", "GATED", "create_atom_tracker"]
 
 # Without an IoU-Net the classifier also searches scale: three search regions 5 % apart, the
 # scale interpolated between them and damped. Chosen on validation sequences
@@ -23,6 +23,11 @@ CLASSIFIER_ONLY = {
     "scale_factors": (1 / 1.05, 1.05),
     "size_update_rate": 0.6,
 }
+
+# The scale search sizes the box, and the IoU-Net's box replaces it where the network predicts
+# a gain of at least the margin. Margin chosen on generated sequences and the training pack's
+# held-out tracks (benchmarks/bench_iou_gate.py; docs/results/data-scaling.md).
+GATED = {**CLASSIFIER_ONLY, "use_iou_net": True, "iou_accept_margin": 0.1}
 
 
 def create_atom_tracker(
@@ -96,4 +101,11 @@ ATOM_IOUNET = TrackerVariant(
     AtomParams,
     "ATOM as in the paper: the classifier's position, the box refined by an IoU-Net "
     "(default: the one shipped for MobileNetV2)",
+)
+ATOM_GATED = TrackerVariant(
+    create_atom_tracker,
+    GATED | ({"weights": pack_box_head()} if pack_box_head() is not None else {}),
+    AtomParams,
+    "ATOM's classifier and scale search, the box taken from an IoU-Net where it predicts a "
+    "gain (default: the NCE+ head trained on the training pack, shipped for MobileNetV2)",
 )

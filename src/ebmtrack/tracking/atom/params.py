@@ -36,14 +36,20 @@ class AtomParams(SearchRegionParams):
         use_iou_net: refine the box with the IoU predictor; if False only the position moves.
         iou_steps, iou_step_length: gradient-ascent steps and their length (times w, h).
         iou_top_k: boxes averaged at the end.
+        iou_accept_margin: ``None`` (ATOM): the IoU-Net's box is always taken. A number: the
+            scale search below sets the size first, and the IoU-Net's box replaces the scale
+            search's only where the mean predicted IoU of its ``iou_top_k`` best boxes exceeds
+            the predicted IoU of the scale search's box by at least this margin (the network
+            judges whether its refinement is better; needs ``scale_factors``).
 
-    Scale search (without an IoU-Net; not in the paper):
+    Scale search (not in the paper):
         scale_factors: besides the search region itself, crop it this many times wider (e.g.
             ``(1 / 1.05, 1.05)``) and run the classifier on all of them in one batch; the region
             whose score peak is highest gives the position, and the scale interpolated between
             the peaks (:func:`~ebmtrack.tracking.localize.best_scale`) a size change,
             taken at ``size_update_rate`` (the scale search of DSST / SiamFC). Empty: the size
-            is kept (and refined by the IoU-Net when there is one, which excludes this).
+            is kept (and refined by the IoU-Net when there is one). With an IoU-Net only
+            together with ``iou_accept_margin``.
         scale_search_interval: search scale on every this many frames, starting with the
             first tracked one; the frames between run the usual search region alone (one
             backbone pass instead of ``1 + len(scale_factors)``). 1: every frame.
@@ -65,6 +71,7 @@ class AtomParams(SearchRegionParams):
     iou_steps: int = 5
     iou_step_length: float = 1.0
     iou_top_k: int = 3
+    iou_accept_margin: float | None = None
     scale_factors: tuple[float, ...] = ()
     scale_search_interval: int = 1
 
@@ -89,9 +96,19 @@ class AtomParams(SearchRegionParams):
             raise ValueError(
                 f"scale_factors must be numbers in (0, 10) other than 1, got {factors!r}"
             )
-        if factors and self.use_iou_net:
+        margin = self.iou_accept_margin
+        if margin is not None:
+            if not (isinstance(margin, int | float) and not isinstance(margin, bool)):
+                raise ValueError(f"iou_accept_margin must be a number or None, got {margin!r}")
+            if not (self.use_iou_net and factors):
+                raise ValueError(
+                    "iou_accept_margin needs use_iou_net=True and scale_factors: it chooses"
+                    " between the IoU-Net's box and the scale search's"
+                )
+        elif factors and self.use_iou_net:
             raise ValueError(
-                "scale_factors needs use_iou_net=False: the IoU-Net estimates the size"
+                "scale_factors with use_iou_net=True needs iou_accept_margin: without it the"
+                " IoU-Net estimates the size"
             )
         if self.precision not in PRECISIONS:
             raise ValueError(

@@ -212,12 +212,12 @@ class AtomTracker(SearchRegionTracker):
         timings["iou"] = 0.0
         if status != TrackStatus.NOT_FOUND:
             center_crop = np.asarray(found.position, dtype=np.float64)
-            size_crop = state.size * scale
             refine = status != TrackStatus.UNCERTAIN or params.update_scale_when_uncertain
             if factor != 1.0 and refine:  # the size follows the best-fitting region's scale
                 state.size = blend_size(state.size, state.size * factor, params.size_update_rate)
             if self.iou_net is not None and refine:
-                box_crop = self._refine_box(feats, center_crop, size_crop)
+                region_feats = {layer: feats[layer][best : best + 1] for layer in self.iou_layers}
+                box_crop = self._refine_box(region_feats, center_crop, state.size * scale)
                 if box_crop is not None:
                     center_crop = box_crop[:2] + box_crop[2:] / 2
                     state.size = blend_size(
@@ -279,7 +279,22 @@ class AtomTracker(SearchRegionTracker):
             closed_form=True,
         )
         best = select_box(boxes + offset, ious, params.iou_top_k, params.max_aspect_ratio)
-        return None if best is None else best.double().cpu().numpy()
+        if best is None:
+            return None
+        if params.iou_accept_margin is not None:
+            # The start box's own predicted IoU (no ascent) against the refined boxes' best.
+            _, (start_iou,) = ascend_iou(
+                self._iou_head,
+                self._state.modulation,
+                test_features,
+                proposals[:1] - offset,
+                0,
+                closed_form=True,
+            )
+            top = torch.topk(ious, min(params.iou_top_k, ious.numel())).values.mean()
+            if float(top) < float(start_iou) + params.iou_accept_margin:
+                return None
+        return best.double().cpu().numpy()
 
 
 def _invert(matrix: np.ndarray) -> np.ndarray:

@@ -1,0 +1,95 @@
+"""Choose ``iou_accept_margin`` (the IoU-Net's box only where it predicts a gain over the scale
+search's box) on sequences no reported number uses.
+
+Runs the default tracker (``atom``: classifier + scale search), ``atom-iounet`` with a head
+(``--weights``, its ``--size-rate``), and the scale search + head with each ``--margins`` value,
+for each tracker seed, on generated sequences (:mod:`ebmtrack.data.synthetic`, seeded) and on the
+training pack's held-out tracks (``PACK_HOLDOUT``: never trained on). It prints the mean AUC on
+each set and their mean. The test sequences (``../shared/data/sequences``) are never read.
+
+    .venv/bin/python benchmarks/bench_iou_gate.py --weights runs/scaling/d/nce+/iou_net.safetensors
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ebmtrack.data.datasets.folder import load_folder
+from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequence
+from ebmtrack.evaluation.runner import track_sequence
+from ebmtrack.evaluation.scoring import score_run
+from ebmtrack.runtime import configure_threads
+from ebmtrack.tracking.atom.factory import ATOM, ATOM_IOUNET, CLASSIFIER_ONLY
+from ebmtrack.training.presets.pack import PACK_HOLDOUT
+
+REPO = Path(__file__).resolve().parents[1]
+PACK = REPO.parent / "shared" / "data" / "train" / "sequences"
+
+
+def variants(weights: str, size_rate: float, margins: list[float], baselines: bool) -> dict:
+    """name -> a function of the seed that builds the tracker."""
+    scale_search = {k: v for k, v in CLASSIFIER_ONLY.items() if k != "use_iou_net"}
+    made = {}
+    if baselines:
+        made["no head"] = lambda seed: ATOM(seed=seed)
+        made[f"head (size rate {size_rate})"] = lambda seed: ATOM_IOUNET(
+            weights=weights, size_update_rate=size_rate, seed=seed
+        )
+    for margin in margins:
+        made[f"scale search + head, margin {margin}"] = lambda seed, m=margin: ATOM_IOUNET(
+            weights=weights, iou_accept_margin=m, seed=seed, **scale_search
+        )
+    return made
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--weights", required=True, help="IoU-Net file")
+    parser.add_argument("--size-rate", type=float, default=1.0, help="the head's size rate")
+    parser.add_argument("--margins", default="0,0.02,0.05,0.1")
+    parser.add_argument("--seeds", default="0,1")
+    parser.add_argument("--generated", type=int, default=10, help="generated sequences")
+    parser.add_argument("--frames", type=int, default=100, help="frames per generated sequence")
+    parser.add_argument(
+        "--no-baselines", action="store_true", help="the gated trackers only (no head, head)"
+    )
+    parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench_iou_gate.json")
+    args = parser.parse_args()
+    configure_threads(1)
+    config = SyntheticConfig(num_frames=args.frames)
+    sets = {
+        "generated": [
+            SyntheticSequence(f"gen{i:03d}", config, seed=(2024, i)) for i in range(args.generated)
+        ],
+        "pack held-out": [s for s in load_folder(PACK) if s.name in PACK_HOLDOUT],
+    }
+    margins = [float(m) for m in args.margins.split(",")]
+    seeds = [int(s) for s in args.seeds.split(",")]
+    rows = []
+    print("| tracker | seed | " + " | ".join(f"AUC {n}" for n in sets) + " | mean |")
+    print("|---|---|" + "---|" * (len(sets) + 1))
+    for name, build in variants(
+        args.weights, args.size_rate, margins, not args.no_baselines
+    ).items():
+        for seed in seeds:
+            aucs = {}
+            for set_name, sequences in sets.items():
+                scores = []
+                for sequence in sequences:
+                    boxes, _ = track_sequence(build(seed), sequence)
+                    scores.append(100 * score_run(boxes, sequence).summary()["auc"])
+                aucs[set_name] = float(np.mean(scores))
+            mean = float(np.mean(list(aucs.values())))
+            rows.append({"tracker": name, "seed": seed, **aucs, "mean": mean})
+            cells = " | ".join(f"{v:.1f}" for v in aucs.values())
+            print(f"| {name} | {seed} | {cells} | {mean:.2f} |", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
