@@ -1,13 +1,16 @@
 import json
 import os
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from ebmtrack.data.datasets.sequence import Sequence
 from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
-from ebmtrack.models.serialization import save_model
+from ebmtrack.models.serialization import load_model, save_model
 from ebmtrack.ops.boxes import iou_xywh
 from ebmtrack.studies import box_regression as study
 from ebmtrack.studies.refinement import (
@@ -18,7 +21,15 @@ from ebmtrack.studies.refinement import (
     perturb_box_to_iou,
     refinement_frames,
 )
-from ebmtrack.training.experiment import IoUNetExperiment
+from ebmtrack.training.box_regression import BoxLossConfig
+from ebmtrack.training.experiment import (
+    DEFAULT_HOLDOUT,
+    IoUNetExperiment,
+    preset_config,
+    run_experiment,
+)
+from ebmtrack.training.feature_cache import build_chunked_cache
+from ebmtrack.training.presets.pack import PACK_HOLDOUT
 from ebmtrack.training.trainer import NonFiniteLossError
 
 
@@ -106,19 +117,20 @@ def test_training_skips_finished_and_failed_runs(tmp_path, monkeypatch):
         raise NonFiniteLossError("the loss became nan")
 
     monkeypatch.setattr(study, "run_experiment", diverging)
+    mse = study.experiment_config("mse", BoxLossConfig("mse"), study.StudyConfig(), tmp_path)
     (tmp_path / "done").mkdir()
     (tmp_path / "done" / IoUNetExperiment.model_file).write_bytes(b"")
-    assert study.train_run("done", None, tmp_path / "done") == "skipped"
-    assert study.train_run("bad", None, tmp_path / "bad") == "failed"
+    assert study.train_run("done", mse, tmp_path / "done") == "skipped"
+    assert study.train_run("bad", mse, tmp_path / "bad") == "failed"
     assert "nan" in json.loads((tmp_path / "bad" / study.FAILED_FILE).read_text())["error"]
-    assert study.train_run("bad", None, tmp_path / "bad") == "skipped"  # the failure is a result
+    assert study.train_run("bad", mse, tmp_path / "bad") == "skipped"  # the failure is a result
     assert calls == ["bad"]
     # A run that a live process holds is left to it; a dead owner's lock is taken over.
     (tmp_path / "held").mkdir()
     (tmp_path / "held" / "train.lock").write_text(str(os.getpid()))
-    assert study.train_run("held", None, tmp_path / "held") == "busy"
+    assert study.train_run("held", mse, tmp_path / "held") == "busy"
     (tmp_path / "held" / "train.lock").write_text("999999999")
-    assert study.train_run("held", None, tmp_path / "held") == "failed"
+    assert study.train_run("held", mse, tmp_path / "held") == "failed"
     assert not (tmp_path / "held" / "train.lock").exists() and calls == ["bad", "held"]
     # Any other error is reported and not recorded: the next call tries again.
 
@@ -126,7 +138,7 @@ def test_training_skips_finished_and_failed_runs(tmp_path, monkeypatch):
         raise RuntimeError("no double backward")
 
     monkeypatch.setattr(study, "run_experiment", broken)
-    assert study.train_run("dsm", None, tmp_path / "dsm").startswith("error (no double")
+    assert study.train_run("dsm", mse, tmp_path / "dsm").startswith("error (no double")
     assert not (tmp_path / "dsm" / study.FAILED_FILE).exists()
 
 
@@ -282,3 +294,171 @@ def test_evaluation_records_sequences_and_the_report_covers_the_seeds(tmp_path):
     report = (tmp_path / "report.md").read_text()
     assert "| nce+ | 2 | 0 | 0.7500 | 0.0000 |" in report
     assert "| nce+ | 128 |" in report  # the main table shows the first seed's run
+
+
+def _smoke(seed, folder):
+    """synthetic-smoke with a feature cache of 8 pairs in ``folder``, one epoch of 8, batch 4."""
+    config = preset_config("synthetic-smoke")
+    config.loss = BoxLossConfig("nce", {"num_samples": 8})
+    cache = config.feature_cache
+    cache.enabled, cache.train_pairs, cache.chunk_size, cache.batch_size = True, 8, 4, 4
+    cache.folder = str(folder)
+    trainer = config.trainer
+    trainer.epochs, trainer.lr_step_epochs, trainer.samples_per_epoch = 1, 1, 8
+    trainer.batch_size, trainer.val_samples, trainer.progress, trainer.seed = 4, 4, False, seed
+    return config
+
+
+def _weights(run_dir):
+    return load_model(run_dir / IoUNetExperiment.model_file, expected="AtomIoUNet").state_dict()
+
+
+def test_other_seeds_train_on_the_data_seeds_cache_without_rebuilding_it(tmp_path):
+    features = tmp_path / "features"
+    run_experiment(_smoke(1, features), tmp_path / "one")
+    chunks = {p: p.stat().st_mtime_ns for p in features.rglob("*.safetensors")}
+    assert study.stale_chunks(_smoke(2, features)) == []  # checked against the data seed's key
+    assert len(study.stale_chunks(_smoke(2, features), data_seed=2)) == len(chunks)
+    study.train_on_shared_cache(_smoke(2, features), tmp_path / "two", data_seed=1)
+    assert {p: p.stat().st_mtime_ns for p in features.rglob("*.safetensors")} == chunks
+    assert json.loads((tmp_path / "two" / study.DATA_SEED_FILE).read_text())["data_seed"] == 1
+    assert "seed: 2" in (tmp_path / "two" / "config.yaml").read_text()
+    one, two = _weights(tmp_path / "one"), _weights(tmp_path / "two")
+    assert any(not torch.equal(one[k], two[k]) for k in one)  # another initialisation and draws
+    # With the data seed itself it trains the same head as run_experiment.
+    study.train_on_shared_cache(_smoke(1, features), tmp_path / "again", data_seed=1)
+    again = _weights(tmp_path / "again")
+    assert all(torch.equal(one[k], again[k]) for k in one)
+
+
+def test_train_run_sends_other_seeds_to_the_shared_cache(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(study, "run_experiment", lambda c, d, resume: calls.append(("run", d.name)))
+    monkeypatch.setattr(
+        study, "train_on_shared_cache", lambda c, d, seed: calls.append(("shared", d.name, seed))
+    )
+    config = study.StudyConfig(seeds=(1, 2))
+    for name in ("nce+", "nce+-seed2"):
+        experiment = study.experiment_config(name, BoxLossConfig("nce+"), config, tmp_path)
+        assert study.train_run(name, experiment, tmp_path / name) == "done"
+    assert calls == [("run", "nce+"), ("shared", "nce+-seed2", study.DATA_SEED)]
+
+
+def test_a_linked_feature_cache_is_read_but_never_written(tmp_path):
+    def encode(indices):
+        return {"x": torch.arange(indices.start, indices.stop, dtype=torch.float32)}
+
+    source = tmp_path / "source"
+    build_chunked_cache(4, encode, source / "train", "old", chunk_size=2, progress=False)
+    folder = tmp_path / "out" / "features"
+    (folder / "train").mkdir(parents=True)
+    (folder / "train" / "chunk-00001.safetensors").write_bytes(b"made here")
+    assert study.link_features(source, folder) == 1  # a file of the folder is kept
+    link = folder / "train" / "chunk-00000.safetensors"
+    assert link.is_symlink() and link.resolve() == (source / "train" / link.name).resolve()
+    assert study.link_features(source, folder) == 0
+    before = {p.name: p.read_bytes() for p in (source / "train").iterdir()}
+    # A run that finds the chunks stale rebuilds them in the folder, replacing the links.
+    build_chunked_cache(4, encode, folder / "train", "new", chunk_size=2, progress=False)
+    assert {p.name: p.read_bytes() for p in (source / "train").iterdir()} == before
+    assert not link.is_symlink()
+
+
+def test_pack_preset_tunes_on_the_pack_holdout_and_tests_on_every_test_sequence(
+    tmp_path, monkeypatch
+):
+    config = study.StudyConfig()
+    assert config.preset == "pack-cpu" and config.frames_per_sequence == 15
+    assert study.StudyConfig(preset="default-cpu").frames_per_sequence == 40
+    with pytest.raises(ValueError, match="preset"):
+        study.StudyConfig(preset="atom-r18")
+    pack_tracks = str(Path(preset_config("pack-cpu").data.pack) / "sequences")
+    test_folder = str(tmp_path / "test")
+    sources = study.evaluation_sources(config, test_folder)
+    assert sources == {"test": (test_folder, None), "tuning": (pack_tracks, list(PACK_HOLDOUT))}
+    with pytest.raises(ValueError, match="training pack"):
+        study.evaluation_sources(config, pack_tracks)
+    old = study.evaluation_sources(study.StudyConfig(preset="default-cpu"), test_folder)
+    assert old["test"] == old["tuning"] == (test_folder, list(DEFAULT_HOLDOUT))
+
+    names = {test_folder: ["Car1", "Woman"], pack_tracks: [*PACK_HOLDOUT, "bike1"]}
+    loaded, made = [], []
+
+    def load_folder(folder):
+        loaded.append(str(folder))
+        truth = np.array([[10.0, 10.0, 20.0, 20.0]])
+        return [Sequence(name, (Path("x.jpg"),), truth) for name in names[str(folder)]]
+
+    def refinement_samples(sequence, backbone, layers, refinement, params):
+        made.append((sequence.name, refinement))
+        n = refinement.frames_per_sequence
+        feats = lambda k: [torch.zeros(k, 2, 3, 3), torch.zeros(k, 2, 2, 2)]  # noqa: E731
+        boxes = lambda k: torch.ones(k, 4)  # noqa: E731
+        return RefinementSamples(sequence.name, feats(1), boxes(1), feats(n), boxes(n), boxes(n))
+
+    monkeypatch.setattr(study, "load_folder", load_folder)
+    monkeypatch.setattr(study, "refinement_samples", refinement_samples)
+    module = SimpleNamespace(backbone=None, layers=("a", "b"))  # all refinement_samples needs
+    monkeypatch.setattr(IoUNetExperiment, "build_module", lambda experiment: module)
+    samples = study.prepare_samples(tmp_path, config, test_folder)
+    assert [s.name for s in samples["test"]] == ["Car1", "Woman"]
+    assert [s.name for s in samples["tuning"]] == list(PACK_HOLDOUT)  # not the training track
+    by_name = {name: refinement for name, refinement in made}
+    assert by_name["Car1"].frames_per_sequence == 15 and by_name["Car1"].seed == 0
+    tuning = by_name[PACK_HOLDOUT[0]]
+    assert tuning.frames_per_sequence == 20 and tuning.seed == 1 and tuning.frame_offset == 0
+    assert sorted(loaded) == sorted([test_folder, pack_tracks])
+    study.prepare_samples(tmp_path, config, test_folder)  # stored: nothing read again
+    assert len(loaded) == 2
+    study.prepare_samples(tmp_path, study.StudyConfig(frames_per_sequence=5), test_folder)
+    assert len(loaded) == 4  # another protocol: built again
+
+
+def test_the_report_compares_with_the_top_group_and_the_start_boxes(tmp_path):
+    config = study.StudyConfig(seeds=(1, 2))
+    rng = np.random.default_rng(3)
+    starts = [[0.6, 0.7], [0.8, 0.5, 0.6]]
+    (tmp_path / "untrained").mkdir()
+    untrained = {**_seed_row([[0.6, 0.7], [0.8, 0.5, 0.6]]), "improved": 0.0, "step_length": 1}
+    untrained.update(
+        above_50=1.0,
+        above_75=0.2,
+        num_boxes=5,
+        start=_seed_row(starts) | {"above_50": 1.0, "above_75": 0.2},
+    )
+    (tmp_path / "untrained" / study.RESULT_FILE).write_text(json.dumps(untrained))
+    rows = {}
+    for method in (*study.TOP_GROUP, "dsm"):
+        for seed in config.seeds:
+            name = study.seeded_run(method, seed)
+            rows[name] = _seed_row([rng.uniform(0.5, 0.9, 2).tolist(), rng.uniform(0.5, 0.9, 3)])
+            rows[name]["ious_after"] = [float(v) for v in rows[name]["ious_after"]]
+            (tmp_path / name).mkdir()
+            (tmp_path / name / study.RESULT_FILE).write_text(
+                json.dumps(
+                    {
+                        **rows[name],
+                        "improved": 0.5,
+                        "step_length": 1e-3,
+                        "above_50": 1.0,
+                        "above_75": 0.5,
+                    }
+                )  # fmt: skip
+            )
+    record = study.write_report(tmp_path, config)
+    top = [np.mean([rows[study.seeded_run(m, s)]["ious_after"] for m in study.TOP_GROUP], axis=0)
+           for s in config.seeds]  # fmt: skip
+    sequence_mean = lambda ious: np.mean([np.mean(ious[:2]), np.mean(ious[2:])])  # noqa: E731
+    assert record["over_seeds"]["top-4"]["per_seed"] == pytest.approx(
+        [sequence_mean(t) for t in top]
+    )
+    start = sequence_mean(sum(starts, []))
+    assert record["over_seeds"]["start"]["mean"] == pytest.approx(start)
+    dsm = [sequence_mean(rows[study.seeded_run("dsm", s)]["ious_after"]) for s in config.seeds]
+    assert record["over_seeds_differences"]["dsm - start"]["mean"] == pytest.approx(
+        np.mean(dsm) - start
+    )
+    assert record["over_seeds_differences"]["dsm - top-4"]["num_seeds"] == 2
+    assert "ml-mcmc-8 - top-4" not in record["over_seeds_differences"]  # not run
+    assert record["over_seeds"]["nce+"]["step_length"] == [1e-3, 1e-3]
+    assert "| top-4 | 2 | 0 |" in (tmp_path / "report.md").read_text()

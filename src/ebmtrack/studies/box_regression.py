@@ -4,37 +4,42 @@ The paper's Table 2 trains one box-regression head per method (ML-IS, KLD-IS, ML
 4 and 8 Langevin steps, NCE, NCE+, DSM) on the same detector, data and budget, and scores the
 boxes that gradient ascent on each head (Algorithm S1) makes of a detector's boxes; its Figure 3
 repeats the best methods for M = 1 .. 128 samples (here NCE+ and KLD-IS). Here the head is the
-tracker's IoU-Net on the ``default-cpu`` preset (frozen ImageNet MobileNetV2, cached features of
-2048 training pairs, see :mod:`ebmtrack.studies.default_model`), every method gets the same
-iterations, ATOM's MSE is a reference row, and the "detector's errors" are ground-truth boxes of
-frames of the held-out sequences perturbed to an IoU drawn uniformly from 0.5-0.9
+tracker's IoU-Net on the ``pack-cpu`` preset (frozen ImageNet MobileNetV2, cached features of
+2048 training pairs of the training pack; ``--preset default-cpu`` for the study's earlier
+protocol), every method gets the same iterations, ATOM's MSE is a reference row, and the
+"detector's errors" are ground-truth boxes perturbed to an IoU drawn uniformly from 0.5-0.9
 (:mod:`ebmtrack.studies.refinement`).
 
 Prediction follows appendix C.1: T = 10 iterations of Algorithm S1 (step decay 0.5) from the
 perturbed box, in the EBM's box parametrisation, with the step length of each head chosen from
-:attr:`StudyConfig.step_lengths` on a tuning set of other frames of the same sequences (the paper
-tunes it on COCO val and reports test-dev). The MSE head is also scored with the tracker's own
-box estimation (ATOM's ascent). Reported per head: mean IoU after refinement, the share of boxes
-above IoU 0.5 and 0.75 (the AP50 / AP75 analogue), training seconds per iteration.
+:attr:`StudyConfig.step_lengths` on a tuning set (the paper tunes it on COCO val and reports
+test-dev): frames of the training pack's held-out tracks, never trained on; the heads are then
+tested on 15 frames of each of the 13 test sequences, on which nothing is trained or chosen
+(:func:`evaluation_sources`). The MSE head is also scored with the tracker's own box estimation
+(ATOM's ascent). Reported per head: mean IoU after refinement, the share of boxes above IoU 0.5
+and 0.75 (the AP50 / AP75 analogue), training seconds per iteration.
 
 Run (resumable: finished trainings and evaluations are skipped)::
 
-    python -m ebmtrack.studies.box_regression --out runs/box-regression [--seeds 1,2,3]
+    python -m ebmtrack.studies.box_regression --out runs/box-regression --seeds 1,2,3 \
+        [--features DIR]   # an existing cache of the same pairs, only read
 
-With several seeds every run is trained once per seed (initialisation, data order and the losses'
-draws; the first seed's run keeps the plain name, e.g. ``nce+``, the others ``nce+-seed2``), and
-the report adds each method's mean IoU after refinement as a mean over per-sequence means, with its
-standard deviation over seeds and its standard error over sequences (:func:`seed_summary`).
+With several seeds every run is trained once per seed (initialisation, data order, proposals and
+the losses' draws, on the cached pairs of :data:`DATA_SEED`; the first seed's run keeps the plain
+name, e.g. ``nce+``, the others ``nce+-seed2``), and the report adds each method's mean IoU after
+refinement as a mean over per-sequence means, with its standard deviation over seeds and its
+standard error over sequences (:func:`seed_summary`), and the differences of :data:`SEED_PAIRS`.
 
 Writes ``OUT/<run>/`` (the trained head ``iou_net.safetensors``, ``metrics.csv``,
-``refinement.json``), ``OUT/refinement-samples.safetensors`` (the held-out crops' features and
-boxes, shared by every head), ``OUT/timing.json``, ``OUT/results.json``, ``OUT/report.md`` and
-``OUT/m-curve.png``.
+``refinement.json``), ``OUT/features/`` (the cache, or links to ``--features``),
+``OUT/refinement-samples.safetensors`` (the tuning and test crops' features and boxes, shared by
+every head), ``OUT/timing.json``, ``OUT/results.json``, ``OUT/report.md`` and ``OUT/m-curve.png``.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import json
 import math
@@ -53,16 +58,18 @@ from tqdm import tqdm
 from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.data.datasets.sequence import select
 from ebmtrack.models.iou_net import AtomIoUNet
-from ebmtrack.models.serialization import load_model
+from ebmtrack.models.serialization import load_model, save_model
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.training.box_regression import BoxLossConfig
+from ebmtrack.training.config import config_to_dict, save_config
 from ebmtrack.training.experiment import (
+    CONFIG_FILE,
     IoUNetExperiment,
     preset_config,
     run_experiment,
 )
 from ebmtrack.training.feature_cache import CachedPairs
-from ebmtrack.training.trainer import NonFiniteLossError
+from ebmtrack.training.trainer import NonFiniteLossError, Trainer
 
 from .refinement import (
     RefinementConfig,
@@ -74,7 +81,13 @@ from .refinement import (
     refinement_scores,
 )
 
-PRESET = "default-cpu"
+PRESETS = ("pack-cpu", "default-cpu")
+"""Training presets the study runs on: ``pack-cpu`` (the training pack; the default) and
+``default-cpu`` (8 of the test folder's sequences; the study's earlier protocol)."""
+TEST_FRAMES = {"pack-cpu": 15, "default-cpu": 40}
+"""Test frames per test sequence by preset (:attr:`StudyConfig.frames_per_sequence`)."""
+TEST_FOLDER = "../shared/data/sequences"
+"""The test sequences (``--sequences``): never trained on, no setting chosen on them."""
 TABLE_METHODS = (
     "mse",
     "ml-is",
@@ -98,6 +111,25 @@ KEY_PAIRS = (
 )
 """Differences whose paired standard error the report gives (the first two: the paper's claims
 NCE+ >= KLD-IS and NCE > ML-IS)."""
+TOP_GROUP = ("ml-is", "kld-is", "nce", "nce+")
+"""The paper's top group of Table 2; ``top-4`` in the report is their box-wise mean."""
+SEED_PAIRS = (
+    ("nce+", "kld-is"),
+    ("nce+", "nce"),
+    ("nce", "ml-is"),
+    ("kld-is", "ml-is"),
+    ("nce+", "mse"),
+    ("ml-mcmc-8", "top-4"),
+    ("ml-mcmc-8", "ml-mcmc-1"),
+    ("dsm", "top-4"),
+    ("dsm", "start"),
+    ("top-4", "start"),
+    ("curve-nce+-m128", "curve-nce+-m1"),
+    ("curve-kld-is-m128", "curve-kld-is-m1"),
+)
+"""Differences the report gives over seeds and sequences (paired by seed and sequence): the
+paper's orderings in the top group, ML-MCMC-8 and DSM against the top group (``top-4``) and DSM
+against the unrefined start boxes (``start``)."""
 SAMPLES_FILE = "refinement-samples.safetensors"
 RESULT_FILE = "refinement.json"
 FAILED_FILE = "failed.json"
@@ -133,12 +165,18 @@ class StudyConfig:
             the EBM's box parametrisation), each head gets the best on the tuning frames.
         num_iters: Algorithm S1's T.
         decay: Algorithm S1's eta.
-        frames_per_sequence: test frames per held-out sequence (tuning: one fewer, in between).
+        frames_per_sequence: test frames per test sequence (default :data:`TEST_FRAMES` of the
+            preset: 15 on each of the 13 test sequences with ``pack-cpu``, 40 on each of the 5
+            held-out ones with ``default-cpu``, whose tuning frames are one fewer, in between).
         start_iou: range of the perturbed boxes' IoU with the truth (drawn uniformly).
         refinement_seed: seed of the perturbations.
         timing_steps: iterations timed per method in :func:`time_methods` (after one warm-up).
+        preset: the training preset, one of :data:`PRESETS`; it also sets where the step lengths
+            are tuned and what is tested (:func:`evaluation_sources`).
+        tuning_frames_per_sequence: tuning frames per held-out track of the pack (``pack-cpu``).
     """
 
+    preset: str = "pack-cpu"
     train_pairs: int = 2048
     curve_pairs: int = 1024
     batch_size: int = 16
@@ -151,12 +189,17 @@ class StudyConfig:
     step_lengths: tuple[float, ...] = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
     num_iters: int = 10
     decay: float = 0.5
-    frames_per_sequence: int = 40
+    frames_per_sequence: int | None = None
     start_iou: tuple[float, float] = (0.5, 0.9)
     refinement_seed: int = 0
     timing_steps: int = 5
+    tuning_frames_per_sequence: int = 20
 
     def __post_init__(self) -> None:
+        if self.preset not in PRESETS:
+            raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
+        if self.frames_per_sequence is None:
+            object.__setattr__(self, "frames_per_sequence", TEST_FRAMES[self.preset])
         seeds = tuple(self.seeds)
         if (
             not seeds
@@ -169,6 +212,11 @@ class StudyConfig:
 
 FIRST_SEED = 1
 """The seed whose runs keep the plain method name (the study's single seed before seeds)."""
+DATA_SEED = FIRST_SEED
+"""The seed of the cached training pairs, the same for every run (:func:`train_on_shared_cache`):
+the other seeds change the initialisation, the order of the pairs, the proposals and the losses'
+draws, not the training set."""
+DATA_SEED_FILE = "data_seed.json"
 _SEED_SUFFIX = re.compile(r"^(?P<base>.+)-seed(?P<seed>\d+)$")
 
 
@@ -217,8 +265,8 @@ def curve_run(loss: str, samples: int) -> str:
 def experiment_config(
     name: str, loss: BoxLossConfig, config: StudyConfig, features: str | Path
 ) -> IoUNetExperiment:
-    """The ``default-cpu`` preset with ``loss`` and the study's budget (one epoch)."""
-    experiment = preset_config(PRESET)
+    """The study's preset with ``loss`` and the study's budget (one epoch)."""
+    experiment = preset_config(config.preset)
     experiment.loss = loss
     experiment.feature_cache.folder = str(features)
     trainer = experiment.trainer
@@ -251,14 +299,21 @@ def train_run(name: str, experiment: IoUNetExperiment, run_dir: Path) -> str:
     ``failed.json`` as the paper's missing values), ``"skipped"`` (finished before), ``"busy"``
     (another process of this machine is training it: parallel study processes share the runs
     out through a ``train.lock`` file) or ``"error (...)"`` for any other runtime error (e.g. an
-    op without double backward for DSM), so that the other runs still train."""
+    op without double backward for DSM), so that the other runs still train.
+
+    Every run trains on the cached pairs of :data:`DATA_SEED`: a run of that seed through
+    :func:`~ebmtrack.training.experiment.run_experiment` itself, a run of another seed through
+    :func:`train_on_shared_cache`."""
     if (run_dir / IoUNetExperiment.model_file).is_file() or (run_dir / FAILED_FILE).is_file():
         return "skipped"
     lock = run_dir / "train.lock"
     if not _claim(lock):
         return "busy"
     try:
-        run_experiment(experiment, run_dir, resume=True)
+        if experiment.trainer.seed == DATA_SEED:
+            run_experiment(experiment, run_dir, resume=True)
+        else:
+            train_on_shared_cache(experiment, run_dir, DATA_SEED)
     except NonFiniteLossError as error:
         (run_dir / FAILED_FILE).write_text(json.dumps({"run": name, "error": str(error)}) + "\n")
         return "failed"
@@ -269,6 +324,77 @@ def train_run(name: str, experiment: IoUNetExperiment, run_dir: Path) -> str:
     return "done"
 
 
+def _data_config(experiment: IoUNetExperiment, data_seed: int) -> IoUNetExperiment:
+    """``experiment`` with the seed that drew (and keys) the cached pairs."""
+    data = copy.deepcopy(experiment)
+    data.trainer.seed = data_seed
+    return data
+
+
+def train_on_shared_cache(experiment: IoUNetExperiment, run_dir: Path, data_seed: int) -> None:
+    """:func:`~ebmtrack.training.experiment.run_experiment` of the box head on its feature cache,
+    except that the cached pairs are those of ``data_seed`` (the pairs, crops and cache key of
+    the run with that seed; a missing or mismatching chunk is built as that run would build it),
+    while the head's initialisation, the order in which the pairs are visited, their proposals
+    and the losses' draws follow ``experiment.trainer.seed``. The seeds of the study thus measure
+    the training's variance on one training set, and share one cache instead of building one
+    per seed. Writes what ``run_experiment`` writes, plus ``data_seed.json``; resumes."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(experiment, run_dir / CONFIG_FILE)
+    (run_dir / DATA_SEED_FILE).write_text(json.dumps({"data_seed": data_seed}) + "\n")
+    module = experiment.build_module()  # seeded by experiment.trainer.seed
+    trainer = experiment.trainer
+    # the data seed's cached pairs, read (or built) as the data seed's own run would ...
+    data_train, data_val = _data_config(experiment, data_seed).cached_datasets(
+        module, run_dir, trainer.progress
+    )
+    # ... visited in this seed's order, with this seed's proposals
+    train = CachedPairs(data_train.cache, experiment.processing, data_train.num_pairs, trainer.seed)
+    val = None
+    if data_val is not None:
+        val = CachedPairs(
+            data_val.cache, experiment.processing, data_val.num_pairs, trainer.seed + 1
+        )
+    loop = Trainer(
+        module, train, trainer, run_dir, val_data=val, experiment_config=config_to_dict(experiment)
+    )
+    loop.resume()
+    loop.fit()
+    if loop.epoch == trainer.epochs:
+        save_model(experiment.trained_model(module).cpu(), run_dir / experiment.model_file)
+
+
+def link_features(source: Path, folder: Path) -> int:
+    """Link every chunk file of the feature cache ``source`` (``train/``, ``val/``) into
+    ``folder``, which the runs then use, so that ``source`` is only read: a chunk that a run finds
+    stale is rebuilt in ``folder``, replacing its link. Existing files of ``folder`` are kept.
+    Returns the number of links made."""
+    made = 0
+    for chunk in sorted(Path(source).glob("*/chunk-*.safetensors")):
+        target = folder / chunk.parent.name / chunk.name
+        if target.is_symlink() and not target.exists():
+            target.unlink()  # a link to a chunk that is gone
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(chunk.resolve())
+            made += 1
+    return made
+
+
+def stale_chunks(experiment: IoUNetExperiment, data_seed: int = FIRST_SEED) -> list[str]:
+    """The chunk files of ``experiment``'s feature cache whose key is not that of the pairs of
+    ``data_seed`` with this config (they would be rebuilt by the first run); missing chunks are
+    not listed."""
+    key = _data_config(experiment, data_seed).cache_key()
+    stale = []
+    for chunk in sorted(Path(experiment.feature_cache.folder).glob("*/chunk-*.safetensors")):
+        with safe_open(str(chunk), framework="pt") as handle:
+            found = (handle.metadata() or {}).get("key", "")
+        if found.rsplit(" pairs ", 1)[0] != key:
+            stale.append(f"{chunk.parent.name}/{chunk.name}")
+    return stale
+
+
 def time_methods(
     runs: dict[str, BoxLossConfig], config: StudyConfig, features: str | Path
 ) -> dict[str, float | str]:
@@ -277,7 +403,7 @@ def time_methods(
     that their ratios are comparable even on a shared machine; the error message for a loss that
     cannot run."""
     first_chunk = sorted(Path(features).glob("train/chunk-*.safetensors"))[0]
-    base = preset_config(PRESET)
+    base = preset_config(config.preset)
     pairs = CachedPairs(load_file(str(first_chunk)), base.processing, 256, config.seeds[0])
     size = config.batch_size
     batches = [
@@ -305,41 +431,90 @@ def time_methods(
     return seconds
 
 
-def _tracker_params() -> AtomParams:
+def _tracker_params(preset: str) -> AtomParams:
     """The tracker's settings for the preset's backbone and crop size (crops, box estimation)."""
-    experiment = preset_config(PRESET)
+    experiment = preset_config(preset)
     return AtomParams(backbone=experiment.backbone, search_size=experiment.processing.output_size)
 
 
 def _split_config(config: StudyConfig, split: str) -> RefinementConfig:
-    """The refinement test of the ``test`` split, or of the ``tuning`` split (other frames,
-    other perturbations)."""
+    """The refinement test of the ``test`` split, or of the ``tuning`` split (other
+    perturbations; with ``default-cpu`` also other frames of the same sequences)."""
+    pack = config.preset == "pack-cpu"
     return RefinementConfig(
-        frames_per_sequence=config.frames_per_sequence,
+        frames_per_sequence=(
+            config.tuning_frames_per_sequence
+            if pack and split == "tuning"
+            else config.frames_per_sequence
+        ),
         seed=config.refinement_seed + (split == "tuning"),
         start_iou=config.start_iou,
-        frame_offset=0.5 if split == "tuning" else 0.0,
+        frame_offset=0.5 if split == "tuning" and not pack else 0.0,
     )
+
+
+def evaluation_sources(
+    config: StudyConfig, test_folder: str | None = None
+) -> dict[str, tuple[str, list[str] | None]]:
+    """Where each split's sequences come from: ``{split: (folder, names or None for all)}``.
+
+    ``pack-cpu``: the step lengths are tuned on the training pack's held-out tracks
+    (``data.holdout``, never trained on) and the heads are tested on every sequence of
+    ``test_folder`` (default :data:`TEST_FOLDER`), on which nothing is trained or chosen.
+    ``default-cpu`` (the earlier protocol): both splits are frames of the preset's held-out
+    sequences of ``test_folder`` (default the preset's ``data.sequence_folder``).
+
+    Raises ValueError if with ``pack-cpu`` the test folder is the pack's track folder.
+    """
+    experiment = preset_config(config.preset)
+    data = experiment.data
+    if config.preset == "pack-cpu":
+        tuning = str(Path(data.pack) / "sequences")
+        test = test_folder or TEST_FOLDER
+        if Path(tuning).resolve() == Path(test).resolve():
+            raise ValueError(f"the test folder {test} is the training pack's tracks")
+        return {"test": (test, None), "tuning": (tuning, list(data.holdout))}
+    folder = test_folder or data.sequence_folder
+    return {split: (folder, list(data.holdout)) for split in ("test", "tuning")}
+
+
+def _protocol(config: StudyConfig, sources: dict) -> str:
+    """What the stored samples are a function of (a different one rebuilds them)."""
+    splits = {
+        split: {"folder": folder, "names": names, **asdict(_split_config(config, split))}
+        for split, (folder, names) in sources.items()
+    }
+    return json.dumps({"preset": config.preset, "splits": splits}, sort_keys=True)
 
 
 def prepare_samples(
     out: Path, config: StudyConfig, sequence_folder: str | None = None
 ) -> dict[str, list[RefinementSamples]]:
-    """The held-out crops, features and boxes of the ``test`` and ``tuning`` splits (disjoint
-    frames), computed once and stored in ``OUT/refinement-samples.safetensors``."""
+    """The crops, features and boxes of the ``test`` and ``tuning`` splits
+    (:func:`evaluation_sources`; disjoint sequences, or with ``default-cpu`` disjoint frames),
+    computed once for every head and stored in ``OUT/refinement-samples.safetensors`` (rebuilt
+    when the protocol changed)."""
     path = out / SAMPLES_FILE
+    sources = evaluation_sources(config, sequence_folder)
+    protocol = _protocol(config, sources)
+    if path.is_file():
+        with safe_open(str(path), framework="pt") as handle:
+            if (handle.metadata() or {}).get("protocol") != protocol:
+                path.unlink()
     if not path.is_file():
-        experiment = preset_config(PRESET)
-        folder = sequence_folder or experiment.data.sequence_folder
-        params = _tracker_params()
+        experiment = preset_config(config.preset)
+        params = _tracker_params(config.preset)
         module = experiment.build_module()
-        held_out = select(load_folder(folder), experiment.data.holdout)
         tensors, order = {}, {}
         for split in ("test", "tuning"):
+            folder, names = sources[split]
+            sequences = load_folder(folder)
+            if names is not None:
+                sequences = select(sequences, names)
             refinement = _split_config(config, split)
             sets = [
                 refinement_samples(s, module.backbone, module.layers, refinement, params)
-                for s in tqdm(held_out, desc=f"refinement samples ({split})")
+                for s in tqdm(sequences, desc=f"refinement samples ({split})")
             ]
             order[split] = [s.name for s in sets]
             for s in sets:
@@ -353,9 +528,12 @@ def prepare_samples(
                         f"{prefix}true_boxes": s.true_boxes,
                     }
                 )
+        if config.preset == "pack-cpu" and set(order["test"]) & set(order["tuning"]):
+            raise ValueError(f"tuning and test share {set(order['test']) & set(order['tuning'])}")
         partial = path.with_suffix(".partial")
         tensors = {name: value.contiguous() for name, value in tensors.items()}
-        save_file(tensors, str(partial), metadata={"order": json.dumps(order)})
+        metadata = {"order": json.dumps(order), "protocol": protocol}
+        save_file(tensors, str(partial), metadata=metadata)
         partial.replace(path)
     with safe_open(str(path), framework="pt") as handle:
         order = json.loads(handle.metadata()["order"])
@@ -410,7 +588,7 @@ def evaluate_head(
     result["sequence_boxes"] = [len(s.start_boxes) for s in samples["test"]]
     if atom_ascent:
         result["atom"] = refinement_scores(
-            iou_net, samples["test"], _tracker_params(), config.refinement_seed
+            iou_net, samples["test"], _tracker_params(config.preset), config.refinement_seed
         )
     return result
 
@@ -435,21 +613,38 @@ def run_study(
     Args:
         out: the study folder.
         config: budget and protocol.
-        features: the feature cache (default ``OUT/features``, built on first use, ~8 minutes);
-            e.g. the default-model study's, which holds the same pairs.
+        features: an existing feature cache of the preset's 2048 training pairs, only read: its
+            chunks are linked into ``OUT/features`` (:func:`link_features`), where the runs
+            read them and where a stale or missing chunk is built (~10 minutes for all);
+            e.g. the data-scaling study's ``features-d`` for ``pack-cpu``.
         only: names of :func:`run_losses` to train and evaluate (default all; a method's plain
             name stands for its runs of every seed); the report covers
             every run with results in ``out``, so parallel processes can share the runs out.
         train: train missing runs.
         evaluate: evaluate trained runs without results, time the methods (once), and report.
-        sequence_folder: the held-out sequences' folder (default the preset's).
+        sequence_folder: the test sequences' folder (:func:`evaluation_sources`; with
+            ``default-cpu`` also the folder it trains on).
 
     Returns:
         The report's record (also ``OUT/results.json``).
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    features = Path(features) if features is not None else out / "features"
+    folder = out / "features"
+    if features is not None and Path(features).resolve() != folder.resolve():
+        link_features(Path(features), folder)
+    features = folder
+    if train:
+        probe = experiment_config(
+            seeded_run(TABLE_METHODS[0], DATA_SEED), BoxLossConfig(), config, features
+        )
+        stale = stale_chunks(probe)
+        if stale:
+            print(
+                f"{len(stale)} chunk(s) of {features} hold other pairs; rebuilt by the first run: "
+                f"{', '.join(stale)}",
+                flush=True,
+            )
     runs = run_losses(config)
     if only:  # a method's plain name selects its runs of every seed
         base = _base_losses(config)
@@ -465,8 +660,8 @@ def run_study(
     if train:
         for name, loss in selected.items():
             experiment = experiment_config(name, loss, config, features)
-            if sequence_folder is not None:
-                experiment.data.sequence_folder = sequence_folder
+            if sequence_folder is not None and experiment.data.sequence_folder is not None:
+                experiment.data.sequence_folder = sequence_folder  # default-cpu trains on it
             print(f"{name}: {train_run(name, experiment, out / name)}", flush=True)
     if not evaluate:
         return {}
@@ -478,7 +673,8 @@ def run_study(
     untrained = out / "untrained" / RESULT_FILE
     if not untrained.is_file():
         untrained.parent.mkdir(exist_ok=True)
-        head = preset_config(PRESET).build_module().iou_net  # every run's seeded initialisation
+        # every run's seeded initialisation
+        head = preset_config(config.preset).build_module().iou_net
         starts = torch.cat([s.start_boxes for s in samples["test"]])
         truths = torch.cat([s.true_boxes for s in samples["test"]])
         no_refinement = overlap_scores(starts, starts, truths)  # the start boxes' shares
@@ -588,26 +784,31 @@ def write_report(out: Path, config: StudyConfig) -> dict:
         for pair, (mean, se) in differences.items()
     ]
     curve, ranking = m_curve(rows), _curve_ranking(rows)
-    header = " | ".join(f"{loss} IoU after | {loss} rank_corr" for loss in CURVE_LOSSES)
-    lines += ["", f"| M | {header} |", "|---|" + "---|---|" * len(CURVE_LOSSES)]
-    for samples in CURVE_SAMPLES:
-        cells = []
-        for loss in CURVE_LOSSES:
-            point = curve[loss].get(samples)
-            cells.append(
-                "-"
-                if point is None
-                else point
-                if isinstance(point, str)
-                else f"{point[0]:.3f} +- {point[1]:.3f}"
-            )
-            cells.append(next((f"{r:.3f}" for m, r in ranking[loss] if m == samples), "-"))
-        lines.append(f"| {samples} | " + " | ".join(cells) + " |")
+    has_curve = any(curve.values())  # the M-curve's runs are optional (``--runs``)
+    if has_curve:
+        header = " | ".join(f"{loss} IoU after | {loss} rank_corr" for loss in CURVE_LOSSES)
+        lines += ["", f"| M | {header} |", "|---|" + "---|---|" * len(CURVE_LOSSES)]
+        for samples in CURVE_SAMPLES:
+            cells = []
+            for loss in CURVE_LOSSES:
+                point = curve[loss].get(samples)
+                cells.append(
+                    "-"
+                    if point is None
+                    else point
+                    if isinstance(point, str)
+                    else f"{point[0]:.3f} +- {point[1]:.3f}"
+                )
+                cells.append(next((f"{r:.3f}" for m, r in ranking[loss] if m == samples), "-"))
+            lines.append(f"| {samples} | " + " | ".join(cells) + " |")
     by_seed = {
         name: {seed: all_rows.get(seeded_run(name, seed)) for seed in config.seeds} for name in runs
     }
+    by_seed.update(_pseudo_methods(all_rows.get("untrained"), by_seed, config.seeds))
     seeds = {name: seed_summary([r for r in rs.values() if r]) for name, rs in by_seed.items()}
-    seed_differences = {f"{a} - {b}": seed_difference(by_seed[a], by_seed[b]) for a, b in KEY_PAIRS}
+    seed_differences = {
+        f"{a} - {b}": seed_difference(by_seed.get(a, {}), by_seed.get(b, {})) for a, b in SEED_PAIRS
+    }
     lines += _seed_lines(config.seeds, seeds, seed_differences)
     (out / "report.md").write_text("\n".join(lines) + "\n")
     record = {
@@ -620,7 +821,8 @@ def write_report(out: Path, config: StudyConfig) -> dict:
         "m_curve": {loss: {str(k): v for k, v in points.items()} for loss, points in curve.items()},
     }
     _write_json(out / "results.json", record)
-    plot_m_curve(curve, ranking, out / "m-curve.png")
+    if has_curve:
+        plot_m_curve(curve, ranking, out / "m-curve.png")
     return record
 
 
@@ -637,6 +839,39 @@ def _sequence_means(row: dict) -> dict[str, float] | None:
         name: float(ious[start:stop].mean())
         for name, start, stop in zip(row["sequences"], bounds[:-1], bounds[1:])
     }
+
+
+def _pseudo_methods(
+    untrained: dict | None, by_seed: dict[str, dict[int, dict | None]], seeds: tuple[int, ...]
+) -> dict[str, dict[int, dict | None]]:
+    """Rows that are no trained head, per seed: ``start`` (the start boxes, the same for every
+    seed) and ``top-4`` (the box-wise mean IoU after refinement of :data:`TOP_GROUP`'s runs of
+    that seed, where all four have results)."""
+    rows: dict[str, dict[int, dict | None]] = {}
+    if untrained and "sequences" in untrained and "ious_after" in untrained.get("start", {}):
+        start = {
+            "ious_after": untrained["start"]["ious_after"],
+            "above_75": untrained["start"]["above_75"],
+            "sequences": untrained["sequences"],
+            "sequence_boxes": untrained["sequence_boxes"],
+        }
+        rows["start"] = dict.fromkeys(seeds, start)
+    top: dict[int, dict | None] = {}
+    for seed in seeds:
+        group = [by_seed.get(name, {}).get(seed) for name in TOP_GROUP]
+        if all(row and _sequence_means(row) for row in group):
+            if any(row["sequences"] != group[0]["sequences"] for row in group):
+                raise ValueError("the top group's runs were evaluated on different sequences")
+            ious = np.mean([row["ious_after"] for row in group], axis=0)
+            top[seed] = {
+                "ious_after": ious.tolist(),
+                "sequences": group[0]["sequences"],
+                "sequence_boxes": group[0]["sequence_boxes"],
+            }
+        else:
+            top[seed] = None
+    rows["top-4"] = top
+    return rows
 
 
 def seed_summary(rows: list[dict]) -> dict:
@@ -663,6 +898,11 @@ def seed_summary(rows: list[dict]) -> dict:
         "num_seeds": len(per_seed),
         "failed_seeds": failed,
         "per_seed": per_seed.tolist(),
+        # shares and ranking of every seed's run (the shares are over all its boxes)
+        **{
+            name: [row[name] for row in rows if name in row]
+            for name in ("above_75", "rank_corr", "step_length")
+        },
         "per_sequence": dict(zip(names, per_sequence.tolist())),
     }
 
@@ -705,19 +945,23 @@ def _seed_lines(seeds: tuple[int, ...], summaries: dict, differences: dict) -> l
         "as a mean over per-sequence means; +- standard deviation over seeds; +- standard error "
         "over sequences (of the per-sequence means averaged over seeds).",
         "",
-        "| method | seeds | failed | IoU after | std over seeds | s.e. over sequences | per seed |",
-        "|---|---|---|---|---|---|---|",
+        "| method | seeds | failed | IoU after | std over seeds | s.e. over sequences | per seed "
+        "| > 0.75 | rank_corr | steps |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    mean = lambda values: f"{np.mean(values):.3f}" if values else "-"  # noqa: E731
     for name, summary in summaries.items():
         if "mean" in summary:
             per_seed = ", ".join(f"{v:.3f}" for v in summary["per_seed"])
+            steps = ", ".join(f"{v:g}" for v in summary.get("step_length", [])) or "-"
             lines.append(
                 f"| {name} | {summary['num_seeds']} | {summary['failed_seeds']} | "
                 f"{summary['mean']:.4f} | {cell(summary['std_over_seeds'])} | "
-                f"{cell(summary['se_over_sequences'])} | {per_seed} |"
+                f"{cell(summary['se_over_sequences'])} | {per_seed} | "
+                f"{mean(summary.get('above_75'))} | {mean(summary.get('rank_corr'))} | {steps} |"
             )
         elif summary:
-            lines.append(f"| {name} | 0 | {summary['failed_seeds']} | - | - | - | - |")
+            lines.append(f"| {name} | 0 | {summary['failed_seeds']} | - | - | - | - | - | - | - |")
     lines += ["", "| difference | seeds | mean | std over seeds | s.e. over sequences |",
               "|---|---|---|---|---|"]  # fmt: skip
     for pair, diff in differences.items():
@@ -812,10 +1056,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="study folder")
     parser.add_argument(
-        "--features", type=Path, help="feature cache folder (default OUT/features, built once)"
+        "--features",
+        type=Path,
+        help="existing feature cache of the preset's pairs, only read (linked into OUT/features; "
+        "default: built there once)",
+    )
+    parser.add_argument(
+        "--preset", choices=PRESETS, default=StudyConfig().preset, help="training preset"
     )
     parser.add_argument("--runs", help="comma-separated runs to train/evaluate (default all)")
-    parser.add_argument("--sequences", help="sequence folder (default: the preset's)")
+    parser.add_argument(
+        "--sequences",
+        help=f"test sequences' folder (pack-cpu: default {TEST_FOLDER}; default-cpu: the folder "
+        "it trains on and tests the held-out sequences of, default the preset's)",
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--no-train", action="store_true", help="evaluate finished runs only")
     parser.add_argument("--no-eval", action="store_true", help="train only")
@@ -832,7 +1086,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     run_study(
         args.out,
-        StudyConfig(seeds=args.seeds),
+        StudyConfig(seeds=args.seeds, preset=args.preset),
         features=args.features,
         only=only,
         train=not args.no_train,
