@@ -428,11 +428,14 @@ def test_the_report_compares_with_the_top_group_and_the_start_boxes(tmp_path):
     )
     (tmp_path / "untrained" / study.RESULT_FILE).write_text(json.dumps(untrained))
     rows = {}
-    for method in (*study.TOP_GROUP, "dsm"):
+    for method in (*study.TOP_GROUP, "dsm", "mse"):
         for seed in config.seeds:
             name = study.seeded_run(method, seed)
             rows[name] = _seed_row([rng.uniform(0.5, 0.9, 2).tolist(), rng.uniform(0.5, 0.9, 3)])
             rows[name]["ious_after"] = [float(v) for v in rows[name]["ious_after"]]
+            if method == "mse":  # with ATOM's ascent too
+                rows[name]["atom"] = {"ious_after": [0.8] * 5, "iou_after": 0.8, "improved": 1.0}
+                rows[name]["atom"].update(above_50=1.0, above_75=1.0)
             (tmp_path / name).mkdir()
             (tmp_path / name / study.RESULT_FILE).write_text(
                 json.dumps(
@@ -461,4 +464,5 @@ def test_the_report_compares_with_the_top_group_and_the_start_boxes(tmp_path):
     assert record["over_seeds_differences"]["dsm - top-4"]["num_seeds"] == 2
     assert "ml-mcmc-8 - top-4" not in record["over_seeds_differences"]  # not run
     assert record["over_seeds"]["nce+"]["step_length"] == [1e-3, 1e-3]
+    assert record["over_seeds"]["mse-atom"]["mean"] == pytest.approx(0.8)
     assert "| top-4 | 2 | 0 |" in (tmp_path / "report.md").read_text()

@@ -381,7 +381,7 @@ def link_features(source: Path, folder: Path) -> int:
     return made
 
 
-def stale_chunks(experiment: IoUNetExperiment, data_seed: int = FIRST_SEED) -> list[str]:
+def stale_chunks(experiment: IoUNetExperiment, data_seed: int = DATA_SEED) -> list[str]:
     """The chunk files of ``experiment``'s feature cache whose key is not that of the pairs of
     ``data_seed`` with this config (they would be rebuilt by the first run); missing chunks are
     not listed."""
@@ -683,7 +683,8 @@ def run_study(
         result = out / name / RESULT_FILE
         if (out / name / IoUNetExperiment.model_file).is_file() and not result.is_file():
             head = load_model(out / name / IoUNetExperiment.model_file, expected="AtomIoUNet")
-            _write_json(result, evaluate_head(head, samples, config, atom_ascent=name == "mse"))
+            atom_ascent = split_run(name)[0] == "mse"  # the MSE head of every seed
+            _write_json(result, evaluate_head(head, samples, config, atom_ascent=atom_ascent))
     return write_report(out, config)
 
 
@@ -844,9 +845,10 @@ def _sequence_means(row: dict) -> dict[str, float] | None:
 def _pseudo_methods(
     untrained: dict | None, by_seed: dict[str, dict[int, dict | None]], seeds: tuple[int, ...]
 ) -> dict[str, dict[int, dict | None]]:
-    """Rows that are no trained head, per seed: ``start`` (the start boxes, the same for every
-    seed) and ``top-4`` (the box-wise mean IoU after refinement of :data:`TOP_GROUP`'s runs of
-    that seed, where all four have results)."""
+    """Rows that are no trained head of their own, per seed: ``start`` (the start boxes, the same
+    for every seed), ``top-4`` (the box-wise mean IoU after refinement of :data:`TOP_GROUP`'s
+    runs of that seed, where all four have results) and ``mse-atom`` (the MSE head with ATOM's
+    ascent instead of Algorithm S1)."""
     rows: dict[str, dict[int, dict | None]] = {}
     if untrained and "sequences" in untrained and "ious_after" in untrained.get("start", {}):
         start = {
@@ -871,6 +873,16 @@ def _pseudo_methods(
         else:
             top[seed] = None
     rows["top-4"] = top
+    rows["mse-atom"] = {  # the MSE heads with the tracker's own box estimation
+        seed: {
+            **row["atom"],
+            "sequences": row["sequences"],
+            "sequence_boxes": row["sequence_boxes"],
+        }
+        if row and "atom" in row and "sequences" in row
+        else None
+        for seed, row in by_seed.get("mse", {}).items()
+    }
     return rows
 
 
