@@ -16,23 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import numpy as np
+from selection_sets import generated, pack_tracks, score_sets
 
-from ebmtrack.data.datasets.folder import load_folder
-from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequence
-from ebmtrack.evaluation.runner import track_sequence
-from ebmtrack.evaluation.scoring import score_run
 from ebmtrack.models.backbones import OnnxBackbone
 from ebmtrack.models.backbones.int8 import load_ranges
 from ebmtrack.runtime import configure_threads
 from ebmtrack.tracking.atom.factory import ATOM
-from ebmtrack.training.presets.pack import PACK_HOLDOUT
 
 REPO = Path(__file__).resolve().parents[1]
-PACK = REPO.parent / "shared" / "data" / "train" / "sequences"
 
 
 def make_tracker(ranges: Path | None, seed: int):
@@ -47,20 +41,7 @@ def make_tracker(ranges: Path | None, seed: int):
 
 
 def evaluate(ranges: Path | None, sets: dict[str, list], seed: int) -> dict:
-    row: dict = {}
-    cpu, frames = 0.0, 0
-    for name, sequences in sets.items():
-        aucs = []
-        for sequence in sequences:
-            tracker = make_tracker(ranges, seed)
-            start = time.process_time()
-            boxes, _ = track_sequence(tracker, sequence)
-            cpu += time.process_time() - start
-            frames += len(sequence)
-            aucs.append(score_run(boxes, sequence).summary()["auc"])
-        row[name] = 100 * float(np.mean(aucs))
-    row["cpu_ms_per_frame"] = 1000 * cpu / frames
-    return row
+    return score_sets(lambda: make_tracker(ranges, seed), sets)
 
 
 def main() -> None:
@@ -72,13 +53,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench_int8.json")
     args = parser.parse_args()
     configure_threads(1)
-    config = SyntheticConfig(num_frames=args.frames)
-    sets = {
-        "generated": [
-            SyntheticSequence(f"gen{i:03d}", config, seed=(2024, i)) for i in range(args.generated)
-        ],
-        "pack held-out": [s for s in load_folder(PACK) if s.name in PACK_HOLDOUT],
-    }
+    sets = {"generated": generated(args.generated, args.frames), "pack held-out": pack_tracks()}
     variants: list[tuple[str, Path | None]] = [("float32 (onnx)", None)]
     for path in args.ranges.split(","):
         entry = load_ranges(path)[0]

@@ -17,17 +17,12 @@ import json
 from pathlib import Path
 
 import numpy as np
+from selection_sets import generated, pack_tracks, score_sets
 
-from ebmtrack.data.datasets.folder import load_folder
-from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequence
-from ebmtrack.evaluation.runner import track_sequence
-from ebmtrack.evaluation.scoring import score_run
 from ebmtrack.runtime import configure_threads
 from ebmtrack.tracking.atom.factory import ATOM, ATOM_IOUNET, CLASSIFIER_ONLY
-from ebmtrack.training.presets.pack import PACK_HOLDOUT
 
 REPO = Path(__file__).resolve().parents[1]
-PACK = REPO.parent / "shared" / "data" / "train" / "sequences"
 
 
 def variants(weights: str, size_rate: float, margins: list[float], baselines: bool) -> dict:
@@ -60,13 +55,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench_iou_gate.json")
     args = parser.parse_args()
     configure_threads(1)
-    config = SyntheticConfig(num_frames=args.frames)
-    sets = {
-        "generated": [
-            SyntheticSequence(f"gen{i:03d}", config, seed=(2024, i)) for i in range(args.generated)
-        ],
-        "pack held-out": [s for s in load_folder(PACK) if s.name in PACK_HOLDOUT],
-    }
+    sets = {"generated": generated(args.generated, args.frames), "pack held-out": pack_tracks()}
     margins = [float(m) for m in args.margins.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
     rows = []
@@ -76,13 +65,8 @@ def main() -> None:
         args.weights, args.size_rate, margins, not args.no_baselines
     ).items():
         for seed in seeds:
-            aucs = {}
-            for set_name, sequences in sets.items():
-                scores = []
-                for sequence in sequences:
-                    boxes, _ = track_sequence(build(seed), sequence)
-                    scores.append(100 * score_run(boxes, sequence).summary()["auc"])
-                aucs[set_name] = float(np.mean(scores))
+            aucs = score_sets(lambda b=build, s=seed: b(s), sets)
+            del aucs["cpu_ms_per_frame"]
             mean = float(np.mean(list(aucs.values())))
             rows.append({"tracker": name, "seed": seed, **aucs, "mean": mean})
             cells = " | ".join(f"{v:.1f}" for v in aucs.values())

@@ -17,37 +17,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
-import numpy as np
+from selection_sets import generated, pack_tracks, score_sets
 
-from ebmtrack.data.datasets import load_dataset
-from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequence
-from ebmtrack.evaluation.runner import track_sequence
-from ebmtrack.evaluation.scoring import score_run
 from ebmtrack.runtime import configure_threads
 from ebmtrack.tracking.atom.factory import ATOM
 
 REPO = Path(__file__).resolve().parents[1]
-TRAIN = REPO.parent / "shared" / "data" / "train" / "sequences"
 
 
 def evaluate(interval: int, sets: dict[str, list], params: dict) -> dict:
-    row = {"interval": interval}
-    cpu, frames = 0.0, 0
-    for name, sequences in sets.items():
-        aucs = []
-        for sequence in sequences:
-            tracker = ATOM(scale_search_interval=interval, **params)  # the registered `atom`
-            start = time.process_time()
-            boxes, _ = track_sequence(tracker, sequence)
-            cpu += time.process_time() - start
-            frames += len(sequence)
-            aucs.append(score_run(boxes, sequence).summary()["auc"])
-        row[name] = 100 * float(np.mean(aucs))
-    row["cpu_ms_per_frame"] = 1000 * cpu / frames
-    return row
+    # the registered `atom`
+    row = score_sets(lambda: ATOM(scale_search_interval=interval, **params), sets)
+    return {"interval": interval, **row}
 
 
 def main() -> None:
@@ -60,12 +43,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench_scale_interval.json")
     args = parser.parse_args()
     configure_threads(1)
-    config = SyntheticConfig(num_frames=args.frames)
     sets = {
-        "generated": [
-            SyntheticSequence(f"gen{i:03d}", config, seed=(2024, i)) for i in range(args.generated)
-        ],
-        "train pack": load_dataset(str(TRAIN)) if TRAIN.is_dir() else [],
+        "generated": generated(args.generated, args.frames),
+        "train pack": pack_tracks(held_out_only=False),
     }
     sets = {name: sequences for name, sequences in sets.items() if sequences}
     params = {"precision": args.precision, "backbone_runtime": args.runtime}
