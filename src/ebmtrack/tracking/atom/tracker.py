@@ -133,12 +133,13 @@ class AtomTracker(SearchRegionTracker):
             (*self.iou_layers, self.classifier_layer) if self.iou_net else (self.classifier_layer,)
         )
         self.layers = tuple(dict.fromkeys(layers))
-        # auto: int8 where ranges ship for these weights (docs/results/speed.md).
+        # auto: int8 where ranges ship for these weights (docs/results/speed.md), for the
+        # classifier alone: box heads were trained and measured on float32 features only.
         self.backbone_runtime = resolve_backbone_runtime(
             params.backbone_runtime,
             self.device,
             self.dtype,
-            int8=functools.partial(int8_available, self.backbone),
+            int8=self.iou_net is None and functools.partial(int8_available, self.backbone),
         )
         self._extract = feature_extractor(
             self.backbone, self.layers, self.backbone_runtime, self.dtype
