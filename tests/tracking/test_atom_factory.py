@@ -56,3 +56,13 @@ def test_unknown_parameter_is_named():
         create_atom_tracker(scale_factor=1.05)
     with pytest.raises(ValueError, match="tracker 'atom' takes no option.s. scale_factor; its"):
         create_tracker("atom", scale_factor=1.05)
+
+
+def test_auto_runs_int8_for_the_classifier_alone_and_float32_under_a_box_head():
+    from ebmtrack.models.backbones.int8 import int8_available
+
+    alone = create_tracker("atom", precision="float32", search_size=96)
+    gated = create_tracker("atom-gated", precision="float32", search_size=96)
+    assert gated.backbone_runtime == "onnx"
+    expected = "onnx-int8" if int8_available(alone.backbone) else "onnx"
+    assert alone.backbone_runtime == expected
