@@ -28,6 +28,7 @@ def ascend_iou(
     steps: int = 5,
     step_length: float = 1.0,
     closed_form: bool = False,
+    start_ious: list[Tensor] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Gradient ascent on the predicted IoU, all boxes at once.
 
@@ -42,6 +43,8 @@ def ascend_iou(
         step_length: initial step length.
         closed_form: compute IoUs and gradients with :class:`IoUGradient` (same values, a few
             matrix products instead of autograd; needs a net from :func:`fold_iou_net`).
+        start_ious: if a list, the (N,) IoUs predicted for the boxes before the first step are
+            appended to it (what a caller compares the result with, at no extra pass).
 
     Returns:
         ``(boxes, ious)``: (N, 4) and (N,), detached; each IoU is >= the initial one of its box.
@@ -65,6 +68,8 @@ def ascend_iou(
     with grad_mode:
         boxes = boxes.detach().clone()
         ious, grad = value_and_grad(boxes, steps > 0)
+        if start_ious is not None:
+            start_ious.append(ious)
         lengths = torch.full_like(ious, step_length)
         for step in range(steps):
             scale = boxes[:, 2:].repeat(1, 2)

@@ -270,6 +270,7 @@ class AtomTracker(SearchRegionTracker):
             proposals,
             0.25 * float(size.max()),
         )
+        start_ious: list[Tensor] = []
         boxes, ious = ascend_iou(
             self._iou_head,
             self._state.modulation,
@@ -278,22 +279,15 @@ class AtomTracker(SearchRegionTracker):
             params.iou_steps,
             params.iou_step_length,
             closed_form=True,
+            start_ious=start_ious,
         )
         best = select_box(boxes + offset, ious, params.iou_top_k, params.max_aspect_ratio)
         if best is None:
             return None
         if params.iou_accept_margin is not None:
-            # The start box's own predicted IoU (no ascent) against the refined boxes' best.
-            _, (start_iou,) = ascend_iou(
-                self._iou_head,
-                self._state.modulation,
-                test_features,
-                proposals[:1] - offset,
-                0,
-                closed_form=True,
-            )
+            # The start box (proposal 0) before the ascent against the refined boxes' best.
             top = torch.topk(ious, min(params.iou_top_k, ious.numel())).values.mean()
-            if float(top) < float(start_iou) + params.iou_accept_margin:
+            if float(top) < float(start_ious[0][0]) + params.iou_accept_margin:
                 return None
         return best.double().cpu().numpy()
 
