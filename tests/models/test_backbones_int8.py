@@ -232,6 +232,23 @@ def test_the_default_tracker_runs_int8_in_float32_on_a_cpu(runtime):
         assert np.all(np.isfinite(box)) and np.all(box[2:] > 0)
 
 
+def test_int8_available_reads_a_built_file_without_the_quantizer(tmp_path, monkeypatch):
+    """A tracker's start-up does not import the quantizer (onnx) once the int8 file is built;
+    before that, an ONNX Runtime that cannot build it means no int8."""
+    import ebmtrack.models.backbones.int8 as int8_module
+
+    def missing():
+        raise ImportError("no quantizer")
+
+    backbone = create_backbone("mobilenetv2")
+    monkeypatch.setattr(int8_module, "_quantize_static", missing)
+    assert not int8_available(backbone, cache_dir=tmp_path)
+    built = OnnxBackbone(backbone, int8=True, cache_dir=tmp_path)
+    built.int8_path(64, 64).touch()  # the name is what is looked for
+    assert int8_available(backbone, cache_dir=tmp_path)
+    assert not int8_available(create_backbone("mobilenetv2", pretrained=False), cache_dir=tmp_path)
+
+
 def test_auto_keeps_float32_where_int8_was_not_calibrated_or_measured():
     from ebmtrack.tracking.atom import AtomTracker
     from ebmtrack.tracking.atom.factory import CLASSIFIER_ONLY
