@@ -14,7 +14,8 @@ first pass over a few frames warms up (ONNX export, allocator). The last column 
 per second of CPU time the process used (``process_time``, all its threads, quiet phase):
 nearly blind to other jobs, and for one thread about the FPS it reaches with a core to itself.
 ``--cli`` also times the whole ``ebmtrack track`` command (start-up, decoding and writing
-included), quiet and busy.
+included) in each precision (``--option precision=...``), quiet and busy, on the sequence's
+first ``--cli-frames`` frames (default all: a user tracks whole videos).
 
     nice -n 5 .venv/bin/python benchmarks/bench_speed.py --frames 120
 
@@ -160,8 +161,11 @@ def measure(spec: dict) -> dict:
     raise RuntimeError(f"measurement failed: {spec}")
 
 
-def measure_cli(sequence: str, frames: int, busy: bool, threads: int | None) -> dict:
-    """The whole ``ebmtrack track`` command on the first ``frames`` frames of ``sequence``."""
+def measure_cli(
+    sequence: str, frames: int, busy: bool, threads: int | None, precision: str
+) -> dict:
+    """The whole ``ebmtrack track`` command on the first ``frames`` frames of ``sequence``
+    (all of them when ``frames`` is 0)."""
     import shutil
     import tempfile
 
@@ -169,13 +173,14 @@ def measure_cli(sequence: str, frames: int, busy: bool, threads: int | None) -> 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "img"
         folder.mkdir()
-        images = sorted((root / "img").iterdir())[:frames]
+        images = sorted((root / "img").iterdir())[: frames or None]
         for image in images:
             shutil.copy(image, folder / image.name)
         first = (root / "groundtruth_rect.txt").read_text().splitlines()[0]
         box = ",".join(first.replace("\t", ",").split(",")[:4])
         command = [str(Path(sys.executable).with_name("ebmtrack")), "track", str(folder)]
         command += ["--init", box, "--out", str(Path(tmp) / "boxes.txt"), "--no-progress"]
+        command += ["--option", f"precision={precision}"]
         if threads is not None:
             command += ["--threads", str(threads)]
         competitors = Competitors(2 if busy else 0)
@@ -184,7 +189,7 @@ def measure_cli(sequence: str, frames: int, busy: bool, threads: int | None) -> 
             start = time.perf_counter()
             subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
             wall = time.perf_counter() - start
-    return {"fps": len(images) / wall, "load": load}
+    return {"fps": len(images) / wall, "frames": len(images), "load": load}
 
 
 def main() -> None:
@@ -197,6 +202,9 @@ def main() -> None:
     parser.add_argument("--runtimes", default="torch,onnx", help="also: onnx-int8")
     parser.add_argument("--precisions", default="float32,bfloat16", help="bfloat16: if native")
     parser.add_argument("--cli", action="store_true", help="also time `ebmtrack track`")
+    parser.add_argument(
+        "--cli-frames", type=int, default=0, help="frames of the --cli runs (default 0: all)"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench_speed.json")
     args = parser.parse_args()
     if args.child:
@@ -257,11 +265,22 @@ def main() -> None:
             flush=True,
         )
     if args.cli:
-        print("\n| `ebmtrack track` (defaults) | FPS | load |\n|---|---|---|")
-        for busy in (False, True):
-            result = measure_cli(args.sequence, args.frames, busy, None)
-            rows.append({"label": "cli", "busy": busy, **result})
-            print(f"| {'busy' if busy else 'quiet'} | {result['fps']:.1f} | {result['load']:.1f} |")
+        print(
+            "\n| `ebmtrack track` (defaults, one thread) | frames | quiet FPS | load | busy FPS "
+            "| load | busy / quiet |\n|---|---|---|---|---|---|---|"
+        )
+        for precision in precisions:
+            quiet, busy = (
+                measure_cli(args.sequence, args.cli_frames, competing, None, precision)
+                for competing in (False, True)
+            )
+            rows.append({"label": "cli", "precision": precision, "quiet": quiet, "busy": busy})
+            print(
+                f"| precision={precision} | {quiet['frames']} | {quiet['fps']:.1f} "
+                f"| {quiet['load']:.1f} | {busy['fps']:.1f} | {busy['load']:.1f} "
+                f"| {busy['fps'] / quiet['fps']:.2f} |",
+                flush=True,
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     record = {"header": header, "args": vars(args), "rows": rows}
     args.out.write_text(json.dumps(record, indent=1, default=str))

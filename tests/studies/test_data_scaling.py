@@ -39,9 +39,10 @@ def test_report_gathers_every_finished_head_and_pairs_differences_by_sequence(tm
     write_report(tmp_path, rows, reference)
     table = (tmp_path / "scaling.md").read_text()
     # d/mse: per sequence 71 and 51 against 65 and 55: +6 and -4, mean +1.0, 1 of 2 better.
-    assert "| +1.0 | 1 of 2 |" in table
+    # Their spread: 7.07, standard error 5.0.
+    assert "| +1.0 (5.0) | 1 of 2 |" in table
     # a/nce+: 60 and 40 against 65 and 55: -5 and -15, mean -10.0, none better.
-    assert "| -10.0 | 0 of 2 |" in table
+    assert "| -10.0 (5.0) | 0 of 2 |" in table
     assert (tmp_path / "scaling.png").stat().st_size > 0
     with pytest.raises(KeyError):
         level_config("z", "mse", tmp_path)
@@ -54,3 +55,22 @@ def test_level_e_is_slice_d_with_each_of_4x_the_pairs_visited_once(tmp_path):
     steps = e.trainer.epochs * e.trainer.samples_per_epoch
     assert (d.feature_cache.train_pairs, e.feature_cache.train_pairs) == (steps // 4, steps)
     assert not e.trainer.shuffle  # CachedPairs then visits each cached pair once per pass
+
+
+def test_seeds_are_the_trackers_own_and_seed_0_resumes_the_default_folder(tmp_path, monkeypatch):
+    from ebmtrack.studies import data_scaling
+
+    calls = []
+
+    def fake_track(out, name, sequences, options, runs, workers):
+        calls.append((out.name, dict(options), runs))
+        return [{"s": float(options.get("seed", 0))}]
+
+    monkeypatch.setattr(data_scaling, "track", fake_track)
+    per_run = data_scaling.track_seeds(tmp_path / "test", "atom", [], {"a": 1}, 3, 1)
+    assert calls == [
+        ("test", {"a": 1}, 1),  # the default seed 0: the options of the earlier runs
+        ("test-seed1", {"a": 1, "seed": 1}, 1),
+        ("test-seed2", {"a": 1, "seed": 2}, 1),
+    ]
+    assert per_run == [{"s": 0.0}, {"s": 1.0}, {"s": 2.0}]

@@ -14,13 +14,15 @@ each box loss, then the ``atom`` tracker runs with each head:
 Every slice keeps the pack's held-out tracks out of training. The tracker setting the heads need
 (how far a frame moves the size, ``size_update_rate``) is chosen on those held-out tracks
 (:data:`VALIDATION_RATES`), never on the test sequences; the test sequences are then tracked with
-``--runs`` seeds each. Run::
+``--seeds`` tracker seeds each (the trackers' own ``seed``: their augmentation, proposals and
+noise). Run::
 
     python -m ebmtrack.studies.data_scaling --out runs/data-scaling
 
 Everything is resumable: finished trainings are not rerun (``OUT/LEVEL/LOSS/``, one feature cache
 per slice in ``OUT/features-LEVEL``) and finished tracking runs are skipped
-(``OUT/LEVEL/LOSS/val-RATE``, ``OUT/LEVEL/LOSS/test``). Parts can run in parallel processes
+(``OUT/LEVEL/LOSS/val-RATE``, ``OUT/LEVEL/LOSS/test`` for seed 0 and ``test-seedS`` for the
+others). Parts can run in parallel processes
 (``--levels``, ``--losses``). Writes ``OUT/scaling.md``, ``OUT/scaling.json``,
 ``OUT/scaling.png`` and ``OUT/generated.jpg`` (frames of generated sequences with their boxes).
 """
@@ -123,8 +125,21 @@ def track(
 
 
 def mean_auc(per_run: list[dict[str, float]]) -> float:
-    """Mean over runs of the mean over sequences."""
+    """Mean over runs (seeds) of the mean over sequences."""
     return float(np.mean([np.mean(list(scores.values())) for scores in per_run]))
+
+
+def track_seeds(
+    out: Path, name: str, sequences: list[Sequence], options: dict, seeds: int, workers: int
+) -> list[dict[str, float]]:
+    """:func:`track` once per tracker seed ``0 .. seeds - 1`` (option ``seed``), seed 0 in
+    ``out`` (the tracker's default seed, so its options name none), seed S in ``out-seedS``."""
+    per_run = []
+    for seed in range(seeds):
+        folder = out if seed == 0 else out.with_name(f"{out.name}-seed{seed}")
+        seeded = options if seed == 0 else options | {"seed": seed}
+        per_run += track(folder, name, sequences, seeded, 1, workers)
+    return per_run
 
 
 def run_level(
@@ -132,7 +147,7 @@ def run_level(
     loss: str,
     out: Path,
     test: list[Sequence],
-    runs: int,
+    seeds: int,
     workers: int,
     train: bool = True,
     pack: str | None = None,
@@ -162,8 +177,8 @@ def run_level(
         for rate in VALIDATION_RATES
     }
     rate = max(validation, key=validation.get)
-    per_run = track(
-        run_dir / "test", "atom-iounet", test, base | {"size_update_rate": rate}, runs, workers
+    per_run = track_seeds(
+        run_dir / "test", "atom-iounet", test, base | {"size_update_rate": rate}, seeds, workers
     )
     row = {
         "level": level,
@@ -191,13 +206,13 @@ def held_out_tracks(config: IoUNetExperiment) -> list[Sequence]:
 
 
 def baseline(
-    out: Path, test: list[Sequence], runs: int, workers: int, pack: str | None = None
+    out: Path, test: list[Sequence], seeds: int, workers: int, pack: str | None = None
 ) -> dict:
     """The default tracker without a head (classifier + scale search) on the held-out tracks and
     on the test sequences."""
     held_out = held_out_tracks(level_config("d", "mse", out, pack))
     validation = mean_auc(track(out / "no-head" / "val", "atom", held_out, {}, 1, workers))
-    per_run = track(out / "no-head" / "test", "atom", test, {}, runs, workers)
+    per_run = track_seeds(out / "no-head" / "test", "atom", test, {}, seeds, workers)
     return {
         "level": "-",
         "loss": "none",
@@ -218,13 +233,13 @@ def write_report(out: Path, rows: list[dict], reference: dict) -> None:
 
     names = list(reference["per_run"][0])
 
-    def per_sequence(row: dict) -> np.ndarray:  # (runs, sequences)
+    def per_sequence(row: dict) -> np.ndarray:  # (seeds, sequences)
         return np.array([[scores[n] for n in names] for scores in row["per_run"]])
 
     ref = per_sequence(reference).mean(axis=0)
     lines = [
-        "| slice | loss | distinct objects | size rate (val AUC) | test AUC, mean of runs | "
-        "per run | vs no head: paired mean diff | sequences better |",
+        "| slice | loss | distinct objects | size rate (val AUC) | test AUC, mean of seeds | "
+        "per seed | vs no head: paired mean diff (SE) | sequences better |",
         "|---|---|---|---|---|---|---|---|",
         f"| - | none (classifier + scale search) | 0 | - ({reference['validation']:.1f}) | "
         f"{reference['auc']:.1f} | "
@@ -239,7 +254,8 @@ def write_report(out: Path, rows: list[dict], reference: dict) -> None:
             f"| {row['level']} ({LEVELS[row['level']].label}) | {row['loss']} | {row['objects']} | "
             f"{row['size_update_rate']} ({val}) | {row['auc']:.1f} | "
             + " / ".join(f"{v:.1f}" for v in scores.mean(axis=1))
-            + f" | {diff.mean():+.1f} | {int((diff > 0).sum())} of {len(names)} |"
+            + f" | {diff.mean():+.1f} ({diff.std(ddof=1) / np.sqrt(len(diff)):.1f}) "
+            f"| {int((diff > 0).sum())} of {len(names)} |"
         )
     (out / "scaling.md").write_text("\n".join(lines) + "\n")
     (out / "scaling.json").write_text(
@@ -310,7 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--test", default="../shared/data/sequences", help="folder of the test sequences"
     )
-    parser.add_argument("--runs", type=int, default=3, help="tracking runs (seeds) per sequence")
+    parser.add_argument(
+        "--seeds", type=int, default=3, help="tracker seeds (0 .. N-1) per test sequence"
+    )
     parser.add_argument("--workers", type=int, default=1, help="tracking worker processes")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for training")
     parser.add_argument("--no-train", action="store_true", help="evaluate finished heads only")
@@ -320,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(levels) - set(LEVELS))
     if unknown:
         parser.error(f"--levels: unknown {unknown}; valid: {', '.join(LEVELS)}")
+    if args.seeds < 1:
+        parser.error(f"--seeds must be at least 1, got {args.seeds}")
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
     test = load_folder(args.test)
@@ -327,9 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     for level in levels:
         for loss in losses:
             run_level(
-                level, loss, args.out, test, args.runs, args.workers, not args.no_train, args.pack
+                level, loss, args.out, test, args.seeds, args.workers, not args.no_train, args.pack
             )
-    reference = baseline(args.out, test, args.runs, args.workers, args.pack)
+    reference = baseline(args.out, test, args.seeds, args.workers, args.pack)
     write_report(args.out, finished_rows(args.out), reference)
     print((args.out / "scaling.md").read_text(), end="")
     return 0
