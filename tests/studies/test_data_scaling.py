@@ -44,6 +44,8 @@ def test_report_gathers_every_finished_head_and_pairs_differences_by_sequence(tm
     # a/nce+: 60 and 40 against 65 and 55: -5 and -15, mean -10.0, none better.
     assert "| -10.0 (5.0) | 0 of 2 |" in table
     assert (tmp_path / "scaling.png").stat().st_size > 0
+    # Per sequence, mean of the seeds: s1 is 65 without a head, 71 for d/mse, 60 for a/nce+.
+    assert "| s1 | 65.0 | 60.0 | 71.0 |" in table
     with pytest.raises(KeyError):
         level_config("z", "mse", tmp_path)
 
@@ -74,3 +76,16 @@ def test_seeds_are_the_trackers_own_and_seed_0_resumes_the_default_folder(tmp_pa
         ("test-seed2", {"a": 1, "seed": 2}, 1),
     ]
     assert per_run == [{"s": 0.0}, {"s": 1.0}, {"s": 2.0}]
+
+
+def test_each_loss_is_paired_with_mse_seed_by_seed(tmp_path):
+    rows = [
+        _row("d", "mse", [(70, 50), (72, 52)]),
+        _row("d", "nce+", [(74, 49), (72, 56)]),
+    ]
+    reference = {"per_run": [{"s1": 65.0, "s2": 55.0}], "auc": 60.0, "validation": 50.0}
+    write_report(tmp_path, rows, reference)
+    table = (tmp_path / "scaling.md").read_text()
+    # Seed 0: +4 and -1, mean +1.5; seed 1: 0 and +4, mean +2.0; spread of (1.5, 2.0) is 0.35.
+    # Seed means by sequence: +2.0 and +1.5, both better; their SE is 0.25.
+    assert "| d | nce+ - mse | +1.5 / +2.0 | +1.8 | 0.4 | 0.2 | 2 of 2 |" in table

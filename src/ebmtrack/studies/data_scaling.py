@@ -224,8 +224,9 @@ def baseline(
 
 
 def write_report(out: Path, rows: list[dict], reference: dict) -> None:
-    """``scaling.md`` (table with per-seed spread and paired differences), ``scaling.json`` and
-    ``scaling.png`` (AUC against distinct objects, one line per loss)."""
+    """``scaling.md`` (a table with per-seed AUC and paired differences against no head; each
+    loss against MSE on the same slice; AUC per sequence), ``scaling.json`` and ``scaling.png``
+    (AUC against distinct objects, one line per loss)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -257,6 +258,41 @@ def write_report(out: Path, rows: list[dict], reference: dict) -> None:
             + f" | {diff.mean():+.1f} ({diff.std(ddof=1) / np.sqrt(len(diff)):.1f}) "
             f"| {int((diff > 0).sum())} of {len(names)} |"
         )
+    lines += [
+        "",
+        "Each loss against MSE on the same slice, tracker seed by tracker seed (paired by "
+        "sequence; spread: standard deviation of the per-seed means; SE: over sequences of the "
+        "seed-mean differences):",
+        "",
+        "| slice | loss - MSE | per seed | mean | spread over seeds | SE over sequences "
+        "| sequences better |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        mse = [r for r in rows if r["level"] == row["level"] and r["loss"] == "mse"]
+        if row["loss"] == "mse" or not mse or len(mse[0]["per_run"]) != len(row["per_run"]):
+            continue
+        diff = per_sequence(row) - per_sequence(mse[0])  # (seeds, sequences)
+        per_seed, by_sequence = diff.mean(axis=1), diff.mean(axis=0)
+        spread = per_seed.std(ddof=1) if len(per_seed) > 1 else float("nan")
+        lines.append(
+            f"| {row['level']} | {row['loss']} - mse | "
+            + " / ".join(f"{v:+.1f}" for v in per_seed)
+            + f" | {per_seed.mean():+.1f} | {spread:.1f} "
+            f"| {by_sequence.std(ddof=1) / np.sqrt(len(names)):.1f} "
+            f"| {int((by_sequence > 0).sum())} of {len(names)} |"
+        )
+    heads = [f"{row['level']}, {row['loss']}" for row in rows]
+    lines += [
+        "",
+        "AUC per sequence, mean of the seeds:",
+        "",
+        "| sequence | no head | " + " | ".join(heads) + " |",
+        "|---|---|" + "---|" * len(heads),
+    ]
+    table = np.stack([ref] + [per_sequence(row).mean(axis=0) for row in rows], axis=1)
+    for name, values in zip([*names, "mean"], [*table, table.mean(axis=0)], strict=True):
+        lines.append(f"| {name} | " + " | ".join(f"{v:.1f}" for v in values) + " |")
     (out / "scaling.md").write_text("\n".join(lines) + "\n")
     (out / "scaling.json").write_text(
         json.dumps({"no_head": reference, "heads": rows}, indent=1, default=float) + "\n"
