@@ -14,8 +14,10 @@ first pass over a few frames warms up (ONNX export, allocator). The last column 
 per second of CPU time the process used (``process_time``, all its threads, quiet phase):
 nearly blind to other jobs, and for one thread about the FPS it reaches with a core to itself.
 ``--cli`` also times the whole ``ebmtrack track`` command (start-up, decoding and writing
-included) in each precision (``--option precision=...``), quiet and busy, on the sequence's
-first ``--cli-frames`` frames (default all: a user tracks whole videos).
+included) and ``--eval`` the whole ``ebmtrack eval`` (its worker process and scoring included)
+in each precision (``--option precision=...``), quiet and busy, on the sequence's first
+``--cli-frames`` frames (default all: a user tracks whole videos); ``--only-commands`` skips
+the in-process rows.
 
     nice -n 5 .venv/bin/python benchmarks/bench_speed.py --frames 120
 
@@ -161,33 +163,34 @@ def measure(spec: dict) -> dict:
     raise RuntimeError(f"measurement failed: {spec}")
 
 
-def measure_cli(
-    sequence: str, frames: int, busy: bool, threads: int | None, precision: str
-) -> dict:
-    """The whole ``ebmtrack track`` command on the first ``frames`` frames of ``sequence``
-    (all of them when ``frames`` is 0)."""
+def measure_command(command: str, sequence: str, frames: int, busy: bool, precision: str) -> dict:
+    """The whole ``ebmtrack track`` or ``ebmtrack eval`` command (one thread, the defaults
+    otherwise) on the first ``frames`` frames of ``sequence`` (all of them when 0)."""
     import shutil
     import tempfile
 
     root = SEQUENCES / sequence
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "img"
-        folder.mkdir()
+        folder = Path(tmp) / "data" / sequence
+        (folder / "img").mkdir(parents=True)
         images = sorted((root / "img").iterdir())[: frames or None]
         for image in images:
-            shutil.copy(image, folder / image.name)
-        first = (root / "groundtruth_rect.txt").read_text().splitlines()[0]
-        box = ",".join(first.replace("\t", ",").split(",")[:4])
-        command = [str(Path(sys.executable).with_name("ebmtrack")), "track", str(folder)]
-        command += ["--init", box, "--out", str(Path(tmp) / "boxes.txt"), "--no-progress"]
-        command += ["--option", f"precision={precision}"]
-        if threads is not None:
-            command += ["--threads", str(threads)]
+            shutil.copy(image, folder / "img" / image.name)
+        truth = (root / "groundtruth_rect.txt").read_text().splitlines()[: len(images)]
+        (folder / "groundtruth_rect.txt").write_text("\n".join(truth) + "\n")
+        program = str(Path(sys.executable).with_name("ebmtrack"))
+        if command == "track":
+            box = ",".join(truth[0].replace("\t", ",").split(",")[:4])
+            argv = [program, "track", str(folder), "--init", box]
+            argv += ["--out", str(Path(tmp) / "boxes.txt"), "--option", f"precision={precision}"]
+        else:
+            argv = [program, "eval", str(folder.parent), "--trackers", "atom"]
+            argv += ["--out", str(Path(tmp) / "eval"), "--option", f"atom.precision={precision}"]
         competitors = Competitors(2 if busy else 0)
         load = load_average()
         with competitors:
             start = time.perf_counter()
-            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+            subprocess.run([*argv, "--no-progress"], check=True, stdout=subprocess.DEVNULL)
             wall = time.perf_counter() - start
     return {"fps": len(images) / wall, "frames": len(images), "load": load}
 
@@ -203,7 +206,13 @@ def main() -> None:
     parser.add_argument("--precisions", default="float32,bfloat16", help="bfloat16: if native")
     parser.add_argument("--cli", action="store_true", help="also time `ebmtrack track`")
     parser.add_argument(
-        "--cli-frames", type=int, default=0, help="frames of the --cli runs (default 0: all)"
+        "--eval", action="store_true", help="also time `ebmtrack eval` on the sequence"
+    )
+    parser.add_argument(
+        "--cli-frames", type=int, default=0, help="frames of --cli / --eval (default 0: all)"
+    )
+    parser.add_argument(
+        "--only-commands", action="store_true", help="skip the in-process rows (with --cli/--eval)"
     )
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench_speed.json")
     args = parser.parse_args()
@@ -239,11 +248,14 @@ def main() -> None:
                     # model replaces the float32 backbone only (refused with bfloat16).
                     continue
                 configs.append((precision, threads, {"backbone_runtime": runtime}))
-    print(
-        "| precision | runtime | threads | quiet FPS | load | busy FPS | load "
-        "| busy / quiet | CPU-time FPS |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
+    if args.only_commands:
+        configs = []
+    else:
+        print(
+            "| precision | runtime | threads | quiet FPS | load | busy FPS | load "
+            "| busy / quiet | CPU-time FPS |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|")
     rows = []
     for precision, threads, params in configs:
         spec = {
@@ -264,21 +276,23 @@ def main() -> None:
             f"| {busy['fps'] / quiet['fps']:.2f} | {quiet['cpu_fps']:.1f} |",
             flush=True,
         )
-    if args.cli:
+    commands = ["track"] * args.cli + ["eval"] * args.eval
+    if commands:
         print(
-            "\n| `ebmtrack track` (defaults, one thread) | frames | quiet FPS | load | busy FPS "
-            "| load | busy / quiet |\n|---|---|---|---|---|---|---|"
+            "\n| command (defaults, one thread) | frames | quiet FPS | load | busy FPS | load "
+            "| busy / quiet |\n|---|---|---|---|---|---|---|"
         )
+    for command in commands:
         for precision in precisions:
             quiet, busy = (
-                measure_cli(args.sequence, args.cli_frames, competing, None, precision)
+                measure_command(command, args.sequence, args.cli_frames, competing, precision)
                 for competing in (False, True)
             )
-            rows.append({"label": "cli", "precision": precision, "quiet": quiet, "busy": busy})
+            rows.append({"label": command, "precision": precision, "quiet": quiet, "busy": busy})
             print(
-                f"| precision={precision} | {quiet['frames']} | {quiet['fps']:.1f} "
-                f"| {quiet['load']:.1f} | {busy['fps']:.1f} | {busy['load']:.1f} "
-                f"| {busy['fps'] / quiet['fps']:.2f} |",
+                f"| `ebmtrack {command}`, precision={precision} | {quiet['frames']} "
+                f"| {quiet['fps']:.1f} | {quiet['load']:.1f} | {busy['fps']:.1f} "
+                f"| {busy['load']:.1f} | {busy['fps'] / quiet['fps']:.2f} |",
                 flush=True,
             )
     args.out.parent.mkdir(parents=True, exist_ok=True)
