@@ -218,8 +218,10 @@ class AtomTracker(SearchRegionTracker):
                 state.size = blend_size(state.size, state.size * factor, params.size_update_rate)
             if self.iou_net is not None and refine:
                 region_feats = {layer: feats[layer][best : best + 1] for layer in self.iou_layers}
-                box_crop = self._refine_box(region_feats, center_crop, state.size * scale)
-                if box_crop is not None:
+                refined = self._refine_box(region_feats, center_crop, state.size * scale)
+                margin = params.iou_accept_margin
+                if refined is not None and (margin is None or refined[1] >= margin):
+                    box_crop = refined[0]
                     center_crop = box_crop[:2] + box_crop[2:] / 2
                     state.size = blend_size(
                         state.size, box_crop[2:] / scale, params.size_update_rate
@@ -252,8 +254,11 @@ class AtomTracker(SearchRegionTracker):
 
     def _refine_box(
         self, feats: dict[str, Tensor], center: np.ndarray, size: np.ndarray
-    ) -> np.ndarray | None:
-        """IoU-Net refinement of the box at ``center``, ``size`` (crop px) -> xywh crop px."""
+    ) -> tuple[np.ndarray, float] | None:
+        """IoU-Net refinement of the box at ``center``, ``size`` (crop px): the refined box
+        (xywh crop px) and the head's predicted gain (the mean predicted IoU of its best
+        ``iou_top_k`` boxes minus that of the start box, before the ascent); None where no box
+        passes :func:`select_box`."""
         params = self.params
         box = torch.tensor([*(center - size / 2), *size], dtype=torch.float32)
         generator = self._proposal_generator()
@@ -284,12 +289,9 @@ class AtomTracker(SearchRegionTracker):
         best = select_box(boxes + offset, ious, params.iou_top_k, params.max_aspect_ratio)
         if best is None:
             return None
-        if params.iou_accept_margin is not None:
-            # The start box (proposal 0) before the ascent against the refined boxes' best.
-            top = torch.topk(ious, min(params.iou_top_k, ious.numel())).values.mean()
-            if float(top) < float(start_ious[0][0]) + params.iou_accept_margin:
-                return None
-        return best.double().cpu().numpy()
+        # The start box is proposal 0; its predicted IoU comes from the ascent's first step.
+        top = torch.topk(ious, min(params.iou_top_k, ious.numel())).values.mean()
+        return best.double().cpu().numpy(), float(top) - float(start_ious[0][0])
 
 
 def _invert(matrix: np.ndarray) -> np.ndarray:
