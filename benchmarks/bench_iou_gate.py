@@ -25,18 +25,29 @@ from ebmtrack.tracking.atom.factory import ATOM, ATOM_IOUNET, CLASSIFIER_ONLY
 REPO = Path(__file__).resolve().parents[1]
 
 
-def variants(weights: str, size_rate: float, margins: list[float], baselines: bool) -> dict:
-    """name -> a function of the seed that builds the tracker."""
+def variants(
+    weights: str,
+    size_rate: float,
+    margins: list[float],
+    baselines: bool,
+    step_length: float | None = None,
+) -> dict:
+    """name -> a function of the seed that builds the tracker; ``step_length``: the heads'
+    ascent step (``iou_step_length``; None: the tracker's default)."""
     scale_search = {k: v for k, v in CLASSIFIER_ONLY.items() if k != "use_iou_net"}
+    head = {"weights": weights}
+    if step_length is not None:
+        head["iou_step_length"] = step_length
+    step = "" if step_length is None else f", step {step_length}"
     made = {}
     if baselines:
         made["no head"] = lambda seed: ATOM(seed=seed)
-        made[f"head (size rate {size_rate})"] = lambda seed: ATOM_IOUNET(
-            weights=weights, size_update_rate=size_rate, seed=seed
+        made[f"head (size rate {size_rate}{step})"] = lambda seed: ATOM_IOUNET(
+            size_update_rate=size_rate, seed=seed, **head
         )
     for margin in margins:
-        made[f"scale search + head, margin {margin}"] = lambda seed, m=margin: ATOM_IOUNET(
-            weights=weights, iou_accept_margin=m, seed=seed, **scale_search
+        made[f"scale search + head, margin {margin}{step}"] = lambda seed, m=margin: ATOM_IOUNET(
+            iou_accept_margin=m, seed=seed, **head, **scale_search
         )
     return made
 
@@ -47,6 +58,9 @@ def main() -> None:
     parser.add_argument("--size-rate", type=float, default=1.0, help="the head's size rate")
     parser.add_argument("--margins", default="0,0.02,0.05,0.1")
     parser.add_argument("--seeds", default="0,1")
+    parser.add_argument(
+        "--step-length", type=float, help="the heads' ascent step (default: the tracker's)"
+    )
     parser.add_argument("--generated", type=int, default=10, help="generated sequences")
     parser.add_argument("--frames", type=int, default=100, help="frames per generated sequence")
     parser.add_argument(
@@ -62,7 +76,7 @@ def main() -> None:
     print("| tracker | seed | " + " | ".join(f"AUC {n}" for n in sets) + " | mean |")
     print("|---|---|" + "---|" * (len(sets) + 1))
     for name, build in variants(
-        args.weights, args.size_rate, margins, not args.no_baselines
+        args.weights, args.size_rate, margins, not args.no_baselines, args.step_length
     ).items():
         for seed in seeds:
             aucs = score_sets(lambda b=build, s=seed: b(s), sets)

@@ -52,10 +52,11 @@ def head_box(tracker_box: np.ndarray, start_crop: tuple, refined_crop: np.ndarra
     return np.concatenate([new_center - new_size / 2, new_size])
 
 
-def one_step(sequence, weights: str, seed: int) -> dict[str, np.ndarray]:
+def one_step(sequence, weights: str, seed: int, options: dict) -> dict[str, np.ndarray]:
     """Per tracked frame: IoU of the tracker's box, of the head's box (the tracker's where the
     head gave none), and the head's predicted gain (NaN where it gave none)."""
-    tracker = ATOM_GATED(weights=weights, seed=seed)  # the spy below takes no head box
+    # The spy below takes no head box, whatever the gate says.
+    tracker = ATOM_GATED(weights=weights, seed=seed, **options)
     refine = tracker._refine_box
     pending: list = []
 
@@ -125,6 +126,9 @@ def main() -> None:
     parser.add_argument("--generated", type=int, default=10, help="generated sequences")
     parser.add_argument("--frames", type=int, default=100, help="frames per generated sequence")
     parser.add_argument("--test", type=Path, help="a folder of test sequences (reported only)")
+    parser.add_argument(
+        "--step-length", type=float, help="the head's ascent step length (iou_step_length)"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "head_one_step.json")
     args = parser.parse_args()
     if not Path(args.weights).is_file():
@@ -135,7 +139,10 @@ def main() -> None:
         sets["test"] = load_folder(args.test)
     rows = {}
     for name, sequences in sets.items():
-        parts = [one_step(sequence, args.weights, args.seed) for sequence in sequences]
+        if not sequences:  # --generated 0, or no pack beside the repository
+            continue
+        options = {} if args.step_length is None else {"iou_step_length": args.step_length}
+        parts = [one_step(s, args.weights, args.seed, options) for s in sequences]
         frames = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
         rows[name] = summary(frames)
         print(name, json.dumps(rows[name]), flush=True)
