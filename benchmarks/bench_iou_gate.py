@@ -31,9 +31,11 @@ def variants(
     margins: list[float],
     baselines: bool,
     step_length: float | None = None,
+    reported_only: bool = False,
 ) -> dict:
     """name -> a function of the seed that builds the tracker; ``step_length``: the heads'
-    ascent step (``iou_step_length``; None: the tracker's default)."""
+    ascent step (``iou_step_length``; None: the tracker's default); ``reported_only``: also the
+    scale search + head whose box is reported and never fed back (``iou_box_feedback=False``)."""
     scale_search = {k: v for k, v in CLASSIFIER_ONLY.items() if k != "use_iou_net"}
     head = {"weights": weights}
     if step_length is not None:
@@ -44,6 +46,10 @@ def variants(
         made["no head"] = lambda seed: ATOM(seed=seed)
         made[f"head (size rate {size_rate}{step})"] = lambda seed: ATOM_IOUNET(
             size_update_rate=size_rate, seed=seed, **head
+        )
+    if reported_only:
+        made[f"scale search + head, reported only{step}"] = lambda seed: ATOM_IOUNET(
+            iou_box_feedback=False, seed=seed, **head, **scale_search
         )
     for margin in margins:
         made[f"scale search + head, margin {margin}{step}"] = lambda seed, m=margin: ATOM_IOUNET(
@@ -56,8 +62,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--weights", required=True, help="IoU-Net file")
     parser.add_argument("--size-rate", type=float, default=1.0, help="the head's size rate")
-    parser.add_argument("--margins", default="0,0.02,0.05,0.1")
+    parser.add_argument("--margins", default="0,0.02,0.05,0.1", help="'' for none")
     parser.add_argument("--seeds", default="0,1")
+    parser.add_argument(
+        "--reported-only", action="store_true", help="also the head's box reported only"
+    )
     parser.add_argument(
         "--step-length", type=float, help="the heads' ascent step (default: the tracker's)"
     )
@@ -70,13 +79,18 @@ def main() -> None:
     args = parser.parse_args()
     configure_threads(1)
     sets = {"generated": generated(args.generated, args.frames), "pack held-out": pack_tracks()}
-    margins = [float(m) for m in args.margins.split(",")]
+    margins = [float(m) for m in args.margins.split(",") if m.strip()]
     seeds = [int(s) for s in args.seeds.split(",")]
     rows = []
     print("| tracker | seed | " + " | ".join(f"AUC {n}" for n in sets) + " | mean |")
     print("|---|---|" + "---|" * (len(sets) + 1))
     for name, build in variants(
-        args.weights, args.size_rate, margins, not args.no_baselines, args.step_length
+        args.weights,
+        args.size_rate,
+        margins,
+        not args.no_baselines,
+        args.step_length,
+        args.reported_only,
     ).items():
         for seed in seeds:
             aucs = score_sets(lambda b=build, s=seed: b(s), sets)

@@ -267,6 +267,11 @@ def test_bad_inputs(backbone, iou_net):
         AtomParams(use_iou_net=False, scale_factors=(0.95, 1.05), iou_accept_margin=0.0)
     with pytest.raises(ValueError, match="iou_accept_margin must be a number"):
         AtomParams(scale_factors=(0.95, 1.05), iou_accept_margin="high")
+    with pytest.raises(ValueError, match="iou_box_feedback=False needs use_iou_net=True"):
+        AtomParams(iou_box_feedback=False)
+    with pytest.raises(ValueError, match="iou_box_feedback must be true or false"):
+        AtomParams(scale_factors=(0.95, 1.05), iou_box_feedback="no")
+    AtomParams(scale_factors=(0.95, 1.05), iou_box_feedback=False)  # no margin needed
     for factors in [(1.0,), (0.0, 1.05), (float("nan"),)]:
         with pytest.raises(ValueError, match="scale_factors must be numbers"):
             AtomParams(use_iou_net=False, scale_factors=factors)
@@ -287,3 +292,28 @@ def test_iou_accept_margin_gates_the_heads_box_by_its_predicted_gain(backbone, i
     alone = run(None, use_iou_net=False)
     np.testing.assert_array_equal(run(iou_net, iou_accept_margin=2.0), alone)
     assert np.abs(run(iou_net, iou_accept_margin=-2.0) - alone).max() > 1e-3
+
+
+def test_a_head_box_reported_only_never_moves_the_state(backbone, iou_net):
+    """With iou_box_feedback=False the tracker's state follows the scale search exactly as
+    without a head (same centres and sizes on every frame), and the boxes it reports are the
+    head's: mapped from the crop, they differ from the state's."""
+    frames, boxes = moving_object_sequence(num_frames=8)
+    search = {"search_size": 96, "scale_factors": (1 / 1.05, 1.05), "seed": 0}
+
+    def run(iou_net, **params):
+        tracker = AtomTracker(backbone, iou_net, AtomParams(**search, **params))
+        tracker.initialize(frames[0], boxes[0])
+        reported, states = [], []
+        for frame in frames[1:]:
+            reported.append(tracker.track(frame).box)
+            states.append(np.concatenate([tracker._state.center, tracker._state.size]))
+        return np.array(reported), np.array(states)
+
+    alone_boxes, alone_states = run(None, use_iou_net=False)
+    reported, states = run(iou_net, iou_box_feedback=False)
+    np.testing.assert_array_equal(states, alone_states)
+    assert np.abs(reported - alone_boxes).max() > 1e-3
+    # The reported box is the head's refinement of the state's box: near it, not elsewhere.
+    centers = reported[:, :2] + reported[:, 2:] / 2
+    assert np.all(np.abs(centers - alone_states[:, :2]) < alone_states[:, 2:])

@@ -41,6 +41,11 @@ class AtomParams(SearchRegionParams):
             search's only where the mean predicted IoU of its ``iou_top_k`` best boxes exceeds
             the predicted IoU of the scale search's box by at least this margin (the network
             judges whether its refinement is better; needs ``scale_factors``).
+        iou_box_feedback: True (ATOM): the IoU-Net's box becomes the tracker's state (the
+            next frame's search region and size). False: it is only the box reported for the
+            frame; the state follows the classifier and the scale search, so the head's errors
+            never carry into the next frame (needs ``scale_factors``, which then size the
+            state; ``iou_accept_margin`` may stay None: every refined box is reported).
 
     Scale search (not in the paper):
         scale_factors: besides the search region itself, crop it this many times wider (e.g.
@@ -72,6 +77,7 @@ class AtomParams(SearchRegionParams):
     iou_step_length: float = 1.0
     iou_top_k: int = 3
     iou_accept_margin: float | None = None
+    iou_box_feedback: bool = True
     scale_factors: tuple[float, ...] = ()
     scale_search_interval: int = 1
 
@@ -97,6 +103,15 @@ class AtomParams(SearchRegionParams):
                 f"scale_factors must be numbers in (0, 10) other than 1, got {factors!r}"
             )
         margin = self.iou_accept_margin
+        if not isinstance(self.iou_box_feedback, bool):
+            raise ValueError(
+                f"iou_box_feedback must be true or false, got {self.iou_box_feedback!r}"
+            )
+        if not self.iou_box_feedback and not (self.use_iou_net and factors):
+            raise ValueError(
+                "iou_box_feedback=False needs use_iou_net=True and scale_factors: the scale"
+                " search sizes the state, the IoU-Net's box is only reported"
+            )
         if margin is not None:
             if not (isinstance(margin, int | float) and not isinstance(margin, bool)):
                 raise ValueError(f"iou_accept_margin must be a number or None, got {margin!r}")
@@ -105,7 +120,7 @@ class AtomParams(SearchRegionParams):
                     "iou_accept_margin needs use_iou_net=True and scale_factors: it chooses"
                     " between the IoU-Net's box and the scale search's"
                 )
-        elif factors and self.use_iou_net:
+        elif factors and self.use_iou_net and self.iou_box_feedback:
             raise ValueError(
                 "scale_factors with use_iou_net=True needs iou_accept_margin: without it the"
                 " IoU-Net estimates the size"

@@ -211,22 +211,30 @@ class AtomTracker(SearchRegionTracker):
 
         status = found.status
         timings["iou"] = 0.0
+        reported = None  # the box reported where it is not the state's (iou_box_feedback)
         if status != TrackStatus.NOT_FOUND:
             center_crop = np.asarray(found.position, dtype=np.float64)
             refine = status != TrackStatus.UNCERTAIN or params.update_scale_when_uncertain
             if factor != 1.0 and refine:  # the size follows the best-fitting region's scale
                 state.size = blend_size(state.size, state.size * factor, params.size_update_rate)
+            inverse = _invert(matrix)
             if self.iou_net is not None and refine:
                 region_feats = {layer: feats[layer][best : best + 1] for layer in self.iou_layers}
                 refined = self._refine_box(region_feats, center_crop, state.size * scale)
                 margin = params.iou_accept_margin
                 if refined is not None and (margin is None or refined[1] >= margin):
                     box_crop = refined[0]
-                    center_crop = box_crop[:2] + box_crop[2:] / 2
-                    state.size = blend_size(
-                        state.size, box_crop[2:] / scale, params.size_update_rate
-                    )
-            inverse = _invert(matrix)
+                    box_center = box_crop[:2] + box_crop[2:] / 2
+                    if params.iou_box_feedback:
+                        center_crop = box_center
+                        state.size = blend_size(
+                            state.size, box_crop[2:] / scale, params.size_update_rate
+                        )
+                    else:  # reported only: the state keeps the scale search's box
+                        size = box_crop[2:] / scale
+                        reported = np.concatenate(
+                            [apply_matrix(inverse, box_center) - size / 2, size]
+                        )
             state.center = apply_matrix(inverse, center_crop)
             self._clamp_state(state, frame.shape)
             toc = time.perf_counter()
@@ -250,7 +258,8 @@ class AtomTracker(SearchRegionTracker):
             )
         timings["update"] = time.perf_counter() - tic
         self.last_timings = timings
-        return TrackResult(self._box(state), found.score, status)
+        box = self._box(state) if reported is None else reported
+        return TrackResult(box, found.score, status)
 
     def _refine_box(
         self, feats: dict[str, Tensor], center: np.ndarray, size: np.ndarray
