@@ -149,3 +149,10 @@ def test_box_head_weights_are_taken_by_every_route(dataset, tmp_path, capsys):
     assert len(capsys.readouterr().out.strip().splitlines()) == 3
     flags = ["--weights", weights, "--option", "dimp-nce+.search_size=96", "--no-progress"]
     assert main(_eval(dataset, tmp_path, "dimp-nce+", *flags)) == 0
+
+
+def test_the_cli_knows_every_tracker_of_ours_the_registry_has():
+    """``--device``, ``--backbone`` and the help name the registry's own trackers, no fewer."""
+    from ebmtrack.cli.trackers import OURS
+
+    assert set(OURS) == set(registry.LAZY_TRACKERS)

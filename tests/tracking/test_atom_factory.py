@@ -39,6 +39,20 @@ def test_atom_gated_is_the_scale_search_with_the_pack_head_behind_a_margin():
         create_tracker("atom-gated", scale_factors=(), search_size=96)
 
 
+def test_atom_polished_reports_the_pack_heads_box_and_keeps_the_scale_search():
+    tracker = create_tracker("atom-polished", search_size=96)
+    assert tracker.iou_net is not None and tracker.params.iou_box_feedback is False
+    for name, value in CLASSIFIER_ONLY.items():
+        if name != "use_iou_net":
+            assert getattr(tracker.params, name) == value
+    assert tracker.params.iou_accept_margin is None and tracker.params.iou_step_length == 0.1
+    gated = create_tracker("atom-gated", search_size=96)
+    for (name, a), b in zip(
+        tracker.iou_net.state_dict().items(), gated.iou_net.state_dict().values()
+    ):
+        assert a.equal(b), name
+
+
 def test_weights_without_an_iou_net_are_refused():
     with pytest.raises(ValueError, match="use tracker 'atom-iounet'"):
         create_tracker("atom", weights=default_model().iou_net, search_size=96)

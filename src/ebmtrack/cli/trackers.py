@@ -9,7 +9,9 @@ from pathlib import Path
 from ebmtrack.cli.main import CLIError, resolve_device
 from ebmtrack.cli.options import add_option, parse_option
 
-OURS = ("atom", "atom-iounet", "dimp-nce+")  # trackers with a backbone of ours
+# Trackers with a backbone of ours: the registry's own (a test keeps the two lists equal).
+OURS = ("atom", "atom-iounet", "atom-gated", "atom-polished", "dimp-nce+")
+WITH_BOX_HEAD = ("atom-iounet", "atom-gated", "atom-polished", "dimp-nce+")
 PEER_MODEL_TRACKERS = ("nanotrack", "vit")  # OpenCV's DNN trackers, from ONNX files
 NANOTRACK_BACKBONE_FILE = "nanotrack_backbone_sim.onnx"
 
@@ -28,19 +30,19 @@ def add_tracker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tracker",
         default="atom",
-        help="registered tracker name (default atom): atom, atom-iounet, dimp-nce+, or OpenCV's "
+        help=f"registered tracker name (default atom): {', '.join(OURS)}, or OpenCV's "
         "csrt, kcf, mil, mosse, medianflow, tld, boosting, nanotrack, vit",
     )
     parser.add_argument(
         "--weights",
         type=Path,
         metavar="FILE",
-        help="box-head weights (.safetensors) of atom-iounet (an IoU-Net) or dimp-nce+ "
-        "(option weights)",
+        help=f"box-head weights (.safetensors) of {', '.join(WITH_BOX_HEAD[:-1])} (an IoU-Net) "
+        "or dimp-nce+ (option weights)",
     )
     parser.add_argument(
         "--backbone",
-        help="backbone of atom, atom-iounet and dimp-nce+ (option backbone; default "
+        help=f"backbone of {', '.join(OURS)} (option backbone; default "
         "mobilenetv2; also efficientnet-lite0, resnet18, resnet50, nanotrack)",
     )
     parser.add_argument(

@@ -91,6 +91,7 @@ LAZY_TRACKERS: dict[str, str] = {
     "atom": "ebmtrack.tracking.atom.factory:ATOM",
     "atom-iounet": "ebmtrack.tracking.atom.factory:ATOM_IOUNET",
     "atom-gated": "ebmtrack.tracking.atom.factory:ATOM_GATED",
+    "atom-polished": "ebmtrack.tracking.atom.factory:ATOM_POLISHED",
     "dimp-nce+": "ebmtrack.tracking.dimp.factory:DIMP_NCE_PLUS",
 }
 

@@ -13,7 +13,16 @@ from ebmtrack.tracking.atom.tracker import AtomTracker
 from ebmtrack.tracking.registry import TrackerVariant
 from ebmtrack.weights import default_model, pack_box_head
 
-__all__ = ["ATOM", "ATOM_GATED", "ATOM_IOUNET", "CLASSIFIER_ONLY", "GATED", "create_atom_tracker"]
+__all__ = [
+    "ATOM",
+    "ATOM_GATED",
+    "ATOM_IOUNET",
+    "ATOM_POLISHED",
+    "CLASSIFIER_ONLY",
+    "GATED",
+    "POLISHED",
+    "create_atom_tracker",
+]
 
 # Without an IoU-Net the classifier also searches scale: three search regions 5 % apart, the
 # scale interpolated between them and damped. Chosen on validation sequences
@@ -28,6 +37,15 @@ CLASSIFIER_ONLY = {
 # a gain of at least the margin. Margin chosen on generated sequences and the training pack's
 # held-out tracks (benchmarks/bench_iou_gate.py; docs/results/data-scaling.md).
 GATED = {**CLASSIFIER_ONLY, "use_iou_net": True, "iou_accept_margin": 0.1}
+# The scale search tracks as in atom; the IoU-Net refines the box that is reported for each
+# frame, and its box never becomes the next frame's state. The ascent's step was chosen on the
+# same sequences (benchmarks/head_one_step.py; docs/results/data-scaling.md).
+POLISHED = {
+    **CLASSIFIER_ONLY,
+    "use_iou_net": True,
+    "iou_box_feedback": False,
+    "iou_step_length": 0.1,
+}
 
 
 def create_atom_tracker(
@@ -108,4 +126,11 @@ ATOM_GATED = TrackerVariant(
     AtomParams,
     "ATOM's classifier and scale search, the box taken from an IoU-Net where it predicts a "
     "gain (default: the NCE+ head trained on the training pack, shipped for MobileNetV2)",
+)
+ATOM_POLISHED = TrackerVariant(
+    create_atom_tracker,
+    POLISHED | ({"weights": pack_box_head()} if pack_box_head() is not None else {}),
+    AtomParams,
+    "ATOM's classifier and scale search track; an IoU-Net refines the reported box only, so "
+    "its errors never carry to the next frame (default: the pack-trained NCE+ head)",
 )
