@@ -29,7 +29,7 @@ def test_atom_gated_is_the_scale_search_with_the_pack_head_behind_a_margin():
     for name, value in CLASSIFIER_ONLY.items():
         if name != "use_iou_net":
             assert getattr(tracker.params, name) == value
-    assert tracker.params.iou_accept_margin == 0.1
+    assert tracker.params.iou_accept_margin == 0.1 and tracker.params.iou_step_length == 0.03
     shipped = create_tracker("atom-iounet", weights=pack_box_head(), search_size=96)
     for (name, a), b in zip(
         tracker.iou_net.state_dict().items(), shipped.iou_net.state_dict().values()

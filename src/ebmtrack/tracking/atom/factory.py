@@ -35,8 +35,14 @@ CLASSIFIER_ONLY = {
 
 # The scale search sizes the box, and the IoU-Net's box replaces it where the network predicts
 # a gain of at least the margin. Margin chosen on generated sequences and the training pack's
-# held-out tracks (benchmarks/bench_iou_gate.py; docs/results/data-scaling.md).
-GATED = {**CLASSIFIER_ONLY, "use_iou_net": True, "iou_accept_margin": 0.1}
+# held-out tracks (benchmarks/bench_iou_gate.py; docs/results/data-scaling.md), then its ascent's
+# step on the same sequences.
+GATED = {
+    **CLASSIFIER_ONLY,
+    "use_iou_net": True,
+    "iou_accept_margin": 0.1,
+    "iou_step_length": 0.03,
+}
 # The scale search tracks as in atom; the IoU-Net refines the box that is reported for each
 # frame, and its box never becomes the next frame's state. The ascent's step was chosen on the
 # same sequences (benchmarks/head_one_step.py; docs/results/data-scaling.md).
