@@ -298,7 +298,7 @@ def write_report(out: Path, rows: list[dict], reference: dict) -> None:
         json.dumps({"no_head": reference, "heads": rows}, indent=1, default=float) + "\n"
     )
     figure, axis = plt.subplots(figsize=(5.5, 3.6))
-    for loss in sorted({row["loss"] for row in rows}):
+    for index, loss in enumerate(sorted({row["loss"] for row in rows})):
         for pairs, marker in ((2048, "o"), (8192, "*")):
             chosen = sorted(
                 (r for r in rows if r["loss"] == loss and LEVELS[r["level"]].pairs == pairs),
@@ -312,6 +312,8 @@ def write_report(out: Path, rows: list[dict], reference: dict) -> None:
                 [r.mean() for r in runs],
                 yerr=[r.std() for r in runs],
                 marker=marker,
+                color=f"C{index}",
+                linestyle="-" if marker == "o" else "none",
                 markersize=6 if marker == "o" else 11,
                 capsize=3,
                 label=f"atom + {loss} head, {pairs} pairs",
