@@ -95,7 +95,7 @@ def int8_ranges() -> Path | None:
 
 def pack_box_head(backbone: str = "mobilenetv2") -> Path | None:
     """The IoU-Net trained with NCE+ on the training pack (``ebmtrack train --preset pack-cpu
-    --loss nce+``) that ships for ``backbone`` (the box head of the ``atom-gated`` and ``atom-polished`` trackers), or
-    None if none ships for it."""
+    --loss nce+``) that ships for ``backbone`` (the box head of the ``atom-gated`` and
+    ``atom-polished`` trackers), or None if none ships for it."""
     path = FOLDER / PACK_BOX_HEAD
     return path if backbone == "mobilenetv2" and path.is_file() else None
