@@ -1,10 +1,10 @@
 """Where a box head errs: one frame at a time, from the tracker's own boxes.
 
 The tracker without a head (``atom``: classifier + scale search) tracks as usual. On every frame
-a box head (``--weights``) also refines the box the tracker reports, exactly as ``atom-gated``
-would, and its box is recorded and never used, so the head's errors cannot carry into the next
-frame. Per set of sequences it prints the mean IoU with the ground truth of the tracker's box and
-of the head's box, how often the head's box is the closer one, what a gate on the head's own
+a box head (``--weights``) also refines the tracker's box, as ``atom-gated`` would, and its box
+is reported and never fed back (``atom-polished``), so the head's errors cannot carry into the
+next frame. Per set of sequences it prints the mean IoU with the ground truth of the tracker's
+box and of the head's box, how often the head's box is the closer one, what a gate on the head's own
 predicted gain (``iou_accept_margin``) would keep, and the rank correlation between the
 predicted gain and the real one. If the head is better frame by frame and worse as a tracker,
 its errors compound; if it is worse frame by frame, it is worse on these images from the
@@ -33,56 +33,40 @@ from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.evaluation.runner import track_sequence
 from ebmtrack.ops.boxes import iou_xywh
 from ebmtrack.runtime import configure_threads
-from ebmtrack.tracking.atom.factory import ATOM_GATED
+from ebmtrack.tracking.atom.factory import ATOM_POLISHED
 
 REPO = Path(__file__).resolve().parents[1]
 MARGINS = (0.0, 0.05, 0.1, 0.2)
 
 
-def head_box(tracker_box: np.ndarray, start_crop: tuple, refined_crop: np.ndarray) -> np.ndarray:
-    """The head's box in frame pixels (x, y, w, h), from the tracker's box (frame px), the start
-    box the head refined (its centre and size, crop px: the same box) and the head's box (xywh,
-    crop px). The crop is an axis-aligned scaling of the frame."""
-    center, size = (np.asarray(v, dtype=np.float64) for v in start_crop)
-    scale = float(np.mean(size / tracker_box[2:]))  # crop px per frame px
-    frame_center = tracker_box[:2] + tracker_box[2:] / 2
-    refined_center = refined_crop[:2] + refined_crop[2:] / 2
-    new_center = frame_center + (refined_center - center) / scale
-    new_size = refined_crop[2:] / scale
-    return np.concatenate([new_center - new_size / 2, new_size])
-
-
 def one_step(sequence, weights: str, seed: int, options: dict) -> dict[str, np.ndarray]:
-    """Per tracked frame: IoU of the tracker's box, of the head's box (the tracker's where the
-    head gave none), and the head's predicted gain (NaN where it gave none)."""
-    # The spy below takes no head box, whatever the gate says.
-    tracker = ATOM_GATED(weights=weights, seed=seed, **options)
+    """Per tracked frame: IoU of the tracker's box (its state), of the head's box (the box it
+    reports; the state's where the head gave none), and the head's predicted gain (NaN where it
+    gave none). The tracker is ``atom-polished`` with ``weights``: its state follows the scale
+    search as in ``atom``, and the head's box is only reported."""
+    tracker = ATOM_POLISHED(weights=weights, seed=seed, **options)
     refine = tracker._refine_box
-    pending: list = []
+    gains: list[float] = []
 
-    def spy(feats, center, size):  # refine, record, and keep the tracker's box
-        pending.append(((center.copy(), size.copy()), refine(feats, center, size)))
-        return None
+    def spy(feats, center, size):  # note the predicted gain of each refinement
+        refined = refine(feats, center, size)
+        gains[-1] = float("nan") if refined is None else refined[1]
+        return refined
 
     tracker._refine_box = spy
-    heads: list[np.ndarray | None] = []
-    gains: list[float] = []
-    boxes = []
+    states, reported = [], []
 
-    class Recorder:  # the tracker as track_sequence sees it, noting each frame's head box
+    class Recorder:  # the tracker as track_sequence sees it, noting each frame's two boxes
         name = tracker.name
 
         def initialize(self, frame, box):
             tracker.initialize(frame, box)
 
         def track(self, frame):
-            pending.clear()
+            gains.append(float("nan"))
             result = tracker.track(frame)
-            box = np.asarray(result.box, dtype=np.float64)
-            refined = pending[0][1] if pending else None
-            heads.append(None if refined is None else head_box(box, pending[0][0], refined[0]))
-            gains.append(float("nan") if refined is None else refined[1])
-            boxes.append(box)
+            states.append(tracker._box(tracker._state))
+            reported.append(np.asarray(result.box, dtype=np.float64))
             return result
 
     track_sequence(Recorder(), sequence)
@@ -90,11 +74,9 @@ def one_step(sequence, weights: str, seed: int, options: dict) -> dict[str, np.n
     visible = np.all(np.asarray(sequence.ground_truth[1:])[:, 2:] > 0, axis=1)
     if sequence.visible is not None:  # None: the data set flags no absent frames
         visible &= np.asarray(sequence.visible[1:])
-    own = torch.as_tensor(np.stack(boxes))
-    head = torch.as_tensor(np.stack([b if h is None else h for b, h in zip(boxes, heads)]))
     return {
-        "tracker": iou_xywh(own, truth).numpy()[visible],
-        "head": iou_xywh(head, truth).numpy()[visible],
+        "tracker": iou_xywh(torch.as_tensor(np.stack(states)), truth).numpy()[visible],
+        "head": iou_xywh(torch.as_tensor(np.stack(reported)), truth).numpy()[visible],
         "gain": np.asarray(gains)[visible],
     }
 
@@ -127,7 +109,9 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=100, help="frames per generated sequence")
     parser.add_argument("--test", type=Path, help="a folder of test sequences (reported only)")
     parser.add_argument(
-        "--step-length", type=float, help="the head's ascent step length (iou_step_length)"
+        "--step-length",
+        type=float,
+        help="the head's ascent step (iou_step_length; default atom-polished's)",
     )
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "head_one_step.json")
     args = parser.parse_args()

@@ -126,16 +126,18 @@ ATOM_IOUNET = TrackerVariant(
     "ATOM as in the paper: the classifier's position, the box refined by an IoU-Net "
     "(default: the one shipped for MobileNetV2)",
 )
+# The head of atom-gated and atom-polished: the NCE+ IoU-Net trained on the training pack.
+_PACK_HEAD = {"weights": pack_box_head()} if pack_box_head() is not None else {}
 ATOM_GATED = TrackerVariant(
     create_atom_tracker,
-    GATED | ({"weights": pack_box_head()} if pack_box_head() is not None else {}),
+    GATED | _PACK_HEAD,
     AtomParams,
     "ATOM's classifier and scale search, the box taken from an IoU-Net where it predicts a "
     "gain (default: the NCE+ head trained on the training pack, shipped for MobileNetV2)",
 )
 ATOM_POLISHED = TrackerVariant(
     create_atom_tracker,
-    POLISHED | ({"weights": pack_box_head()} if pack_box_head() is not None else {}),
+    POLISHED | _PACK_HEAD,
     AtomParams,
     "ATOM's classifier and scale search track; an IoU-Net refines the reported box only, so "
     "its errors never carry to the next frame (default: the pack-trained NCE+ head)",
