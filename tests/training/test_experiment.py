@@ -143,6 +143,7 @@ PRESET_KEY_SHA256 = {
     "dimp-cpu": "47fcaf6ddbc78aa27a251ad1661fa09fa03a3f40da7fb6fd3091898176f8acd1",
     "pack-cpu": "8baed4d0681380d0274feba1e80dfd20adb0d8efca0c0b5827a3547d55910536",
     "dimp-pack-cpu": "10a270844c7150c88742621dd1d3527045aefef2bb8e8fd7b7b230a741250247",
+    "pack-stream": "2ff26f76921156313d640d0ea8278f198d0a986a552f2eaeb42d92ff402fc431",
 }
 
 KINDS = {
@@ -150,6 +151,7 @@ KINDS = {
     "synthetic-smoke": IoUNetExperiment,
     "default-cpu": IoUNetExperiment,
     "pack-cpu": IoUNetExperiment,
+    "pack-stream": IoUNetExperiment,
     "dimp-cpu": DiMPExperiment,
     "dimp-pack-cpu": DiMPExperiment,
 }
@@ -162,6 +164,11 @@ def legacy_dict(config) -> dict:
     data = {**iou_net, **dimp, **config_to_dict(config)}
     order = ("preset", "model", "backbone", "pretrained", "backbone_weights", "head_width")
     order += ("head_dims", "processing", "data", "loss", "dimp", "trainer", "feature_cache")
+    # feature_stream came later: the code before never wrote it (a preset that streams keeps it).
+    if data["feature_stream"] == iou_net["feature_stream"]:
+        del data["feature_stream"]
+    else:
+        order += ("feature_stream",)
     assert set(data) == set(order)
     return {key: data[key] for key in order}
 
@@ -203,7 +210,7 @@ def test_each_kind_has_only_its_own_settings():
     iou_net, dimp = setting_names(IoUNetExperiment), setting_names(DiMPExperiment)
     common = {"preset", "backbone", "pretrained", "backbone_weights", "data", "trainer"}
     assert iou_net & dimp == common | {"feature_cache"}
-    assert iou_net - dimp == {"head_width", "head_dims", "processing", "loss"}
+    assert iou_net - dimp == {"head_width", "head_dims", "processing", "loss", "feature_stream"}
     assert dimp - iou_net == {"dimp"}
     assert (IoUNetExperiment.model_file, DiMPExperiment.model_file) == (
         "iou_net.safetensors",

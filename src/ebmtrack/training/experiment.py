@@ -35,6 +35,9 @@ Presets (:data:`PRESETS`):
   "Training").
 - ``pack-cpu`` and ``dimp-pack-cpu``: ``default-cpu`` and ``dimp-cpu`` on the training pack
   (:data:`PACK`, :mod:`ebmtrack.training.presets.pack`).
+- ``pack-stream``: ``pack-cpu``'s head on the whole training pack (its clips too), every sample a
+  fresh pair whose int8 backbone features a DataLoader worker computes
+  (:mod:`ebmtrack.training.feature_stream`): 40 epochs of 16 384 distinct pairs.
 
 Choosing an EBM loss (``loss.name``, e.g. ``nce+`` or ``kld-is``) trains the same head with the
 BMVC 2020 recipe of that loss (:data:`~ebmtrack.training.box_regression.EBM_RECIPES`).
@@ -80,8 +83,10 @@ from .feature_cache import (
     FeatureCacheConfig,
     build_feature_cache,
 )
+from .feature_stream import FeatureStreamConfig, StreamedPairs
+from .presets.pack import DEFAULT_PARTS as PACK_PARTS
 from .presets.pack import PACK_HOLDOUT
-from .presets.pack import PARTS as PACK_PARTS
+from .presets.pack import PARTS as PACK_ALL_PARTS
 from .trainer import EpochResult, Trainer
 
 CONFIG_FILE = "config.yaml"
@@ -116,8 +121,8 @@ class DataConfig:
         holdout: names of ``sequence_folder``'s (or ``pack``'s) sequences left out of training;
             validation pairs come from them.
         pack: a training pack folder to train on instead of ``roots`` (``sequences/``,
-            ``stills/coco128/``, ``stills/tiny-imagenet/``; ``weights`` keys: ``sequences``,
-            ``stills``, ``synthetic``; :mod:`ebmtrack.training.presets.pack`).
+            ``stills/coco128/``, ``stills/tiny-imagenet/``, ``clips/``; ``weights`` keys:
+            ``sequences``, ``stills``, ``synthetic``; :mod:`ebmtrack.training.presets.pack`).
         pack_parts: the parts of ``pack`` used (``sequences`` always).
         pack_tracks: train on the first this many of the pack's tracks (0: all).
     """
@@ -251,6 +256,17 @@ class Experiment(ABC):
         )
         return train, self._samples(list(val_sets.values()), None, seed + 1, val_pairs)
 
+    def datasets(
+        self, module: nn.Module, run_dir: Path, context: DistributedContext
+    ) -> tuple[Dataset, Dataset | None]:
+        """``(train, val)`` as :meth:`build_module`'s module reads them: images, or features
+        from the cache (built first where missing, single process only)."""
+        if not self.feature_cache.enabled:
+            return self.build_datasets()
+        if context.world_size > 1:
+            raise ValueError("feature_cache.enabled needs a single process (build the cache once)")
+        return self.cached_datasets(module, run_dir, context.is_main)
+
     def cached_datasets(
         self, module: nn.Module, run_dir: Path, progress: bool = True
     ) -> tuple[Dataset, Dataset | None]:
@@ -309,6 +325,8 @@ class IoUNetExperiment(Experiment):
             (``for_backbone``'s are 256 * ``head_width``).
         processing: crops, jitter and proposals of a pair.
         loss: the box loss.
+        feature_stream: fresh pairs whose features the DataLoader workers compute
+            (:mod:`ebmtrack.training.feature_stream`); not with ``feature_cache``.
     """
 
     preset: str = "atom-r18"
@@ -317,8 +335,13 @@ class IoUNetExperiment(Experiment):
     head_dims: int = 256
     processing: AtomProcessing = field(default_factory=AtomProcessing)
     loss: BoxLossConfig = field(default_factory=BoxLossConfig)
+    feature_stream: FeatureStreamConfig = field(default_factory=FeatureStreamConfig)
 
     model_file: ClassVar[str] = "iou_net.safetensors"
+
+    def __post_init__(self) -> None:
+        if self.feature_stream.enabled and self.feature_cache.enabled:
+            raise ValueError("enable feature_stream or feature_cache, not both")
 
     def _build_module(self, backbone) -> BoxRegressionModule:
         from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
@@ -329,9 +352,8 @@ class IoUNetExperiment(Experiment):
             pred_input_dim=dims,
             pred_inter_dim=dims,
         )
-        module_type = (
-            CachedBoxRegressionModule if self.feature_cache.enabled else BoxRegressionModule
-        )
+        precomputed = self.feature_cache.enabled or self.feature_stream.enabled
+        module_type = CachedBoxRegressionModule if precomputed else BoxRegressionModule
         return module_type(backbone, AtomIoUNet(head), self.loss, backbone.default_layers)
 
     def _samples(self, datasets, weights, seed, num) -> Dataset:
@@ -344,6 +366,17 @@ class IoUNetExperiment(Experiment):
             num_pairs=num,
             max_gap=self.data.max_gap,
             seed=seed,
+        )
+
+    def datasets(self, module, run_dir, context) -> tuple[Dataset, Dataset | None]:
+        if not self.feature_stream.enabled:
+            return super().datasets(module, run_dir, context)
+        stream = self.feature_stream
+        train, val = self.build_datasets()
+        options = {"layers": module.layers, "runtime": stream.runtime, "threads": stream.threads}
+        return (
+            StreamedPairs(train, module.backbone, **options),
+            None if val is None else StreamedPairs(val, module.backbone, **options),
         )
 
     def cache_key(self) -> str:
@@ -600,6 +633,31 @@ def _pack_cpu() -> IoUNetExperiment:
     return dataclasses.replace(_default_cpu(), preset="pack-cpu", data=_pack_data())
 
 
+def _pack_stream() -> IoUNetExperiment:
+    # pack-cpu's head, crops and data plus the pack's clips of consecutive frames, every sample a
+    # fresh pair whose int8 backbone features a worker process computes (the trackers' default
+    # backbone path): 40 epochs of 16,384 distinct pairs, a checkpoint every epoch.
+    base = _pack_cpu()
+    return dataclasses.replace(
+        base,
+        preset="pack-stream",
+        data=_pack_data(pack_parts=list(PACK_ALL_PARTS)),
+        feature_cache=FeatureCacheConfig(),
+        feature_stream=FeatureStreamConfig(enabled=True),
+        trainer=dataclasses.replace(
+            base.trainer,
+            epochs=40,
+            samples_per_epoch=16384,
+            batch_size=32,
+            lr_step_epochs=15,
+            val_every=1,
+            val_samples=512,
+            num_workers=1,
+            keep_checkpoints=2,
+        ),
+    )
+
+
 def _dimp_pack_cpu() -> DiMPExperiment:
     return dataclasses.replace(_dimp_cpu(), preset="dimp-pack-cpu", data=_pack_data(max_gap=30))
 
@@ -610,6 +668,7 @@ PRESETS: dict[str, Callable[[], Experiment]] = {
     "default-cpu": _default_cpu,
     "dimp-cpu": _dimp_cpu,
     "pack-cpu": _pack_cpu,
+    "pack-stream": _pack_stream,
     "dimp-pack-cpu": _dimp_pack_cpu,
 }
 
@@ -651,12 +710,7 @@ def run_experiment(
     if context.is_main:
         save_config(config, run_dir / CONFIG_FILE)
     module = config.build_module()
-    if config.feature_cache.enabled:
-        if context.world_size > 1:
-            raise ValueError("feature_cache.enabled needs a single process (build the cache once)")
-        train, val = config.cached_datasets(module, run_dir, context.is_main)
-    else:
-        train, val = config.build_datasets()
+    train, val = config.datasets(module, run_dir, context)
     trainer = Trainer(
         module,
         train,

@@ -253,7 +253,11 @@ class Trainer:
             totals = reduced if totals is None else totals + reduced
             names = ["loss", *sorted(stats)]
             rate = steps_done * samples_per_step / (time.perf_counter() - start)
-            progress.set_postfix(loss=f"{totals[0].item() / steps_done:.4f}", pairs_s=f"{rate:.1f}")
+            progress.set_postfix(
+                loss=f"{totals[0].item() / steps_done:.4f}",
+                pairs_s=f"{rate:.1f}",
+                seen=self.global_step * samples_per_step,
+            )
         elapsed = time.perf_counter() - start
         steps = len(loader)
         result = {name: (totals[i] / steps).item() for i, name in enumerate(names)}
@@ -261,6 +265,9 @@ class Trainer:
             lr=self.optimizer.param_groups[0]["lr"],
             samples_per_s=steps * samples_per_step / elapsed,
             time_s=elapsed,
+            # Training samples drawn since the run started (over all processes). Distinct
+            # samples where the data set is at least this long and walked in order.
+            pairs_seen=self.global_step * samples_per_step,
         )
         return result
 
@@ -312,6 +319,9 @@ class Trainer:
                     log.log(epoch, "train", train)
                     if val is not None:
                         log.log(epoch, "val", val)
+                if val is not None and self.config.progress and self.context.is_main:
+                    shown = ", ".join(f"{k} {v:.4g}" for k, v in sorted(val.items()))
+                    tqdm.write(f"epoch {epoch} val: {shown}")
                 self._save()
                 results.append(EpochResult(epoch, train, val))
         finally:

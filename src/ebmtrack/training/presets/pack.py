@@ -7,12 +7,13 @@ A training pack is a folder with any of these parts (:data:`PARTS`):
   video (:func:`~ebmtrack.data.datasets.folder.load_folder`);
 - ``stills/coco128/``: YOLO-labelled images (:class:`~ebmtrack.data.datasets.stills.YoloSequences`);
 - ``stills/tiny-imagenet/boxes.txt``: a box list
-  (:class:`~ebmtrack.data.datasets.stills.BoxListSequences`).
+  (:class:`~ebmtrack.data.datasets.stills.BoxListSequences`);
+- ``clips/``: OTB-layout clips of consecutive real frames (50 each in the shared pack).
 
 Three sources, sampled by ``data.weights`` (keys ``sequences``, ``stills``, ``synthetic``):
 
 - ``sequences``: the pack's tracks except ``data.holdout`` (the first ``data.pack_tracks`` of
-  them when that is > 0);
+  them when that is > 0) and, with ``clips``, the clips except :data:`CLIP_HOLDOUT`;
 - ``stills``: every ``STILL_STRIDE``-th frame of those tracks and, with ``coco128``, its objects,
   each a one-frame sequence;
 - ``synthetic``: ``data.synthetic_sequences`` generated sequences whose target is an object cut
@@ -20,7 +21,8 @@ Three sources, sampled by ``data.weights`` (keys ``sequences``, ``stills``, ``sy
   tracks' frames, and, with those parts, from coco128 and Tiny ImageNet; backgrounds and
   occluders are cut from the training tracks' frames and coco128's images.
 
-Validation pairs come from the held-out tracks only (never from the test sequences).
+Validation pairs come from the held-out tracks (and, with ``clips``, the held-out clips) only,
+never from the test sequences.
 """
 
 from __future__ import annotations
@@ -40,15 +42,22 @@ from ebmtrack.data.synthetic import (
 
 from .default_cpu import split_fold, still_frames
 
-PARTS = ("sequences", "coco128", "tiny-imagenet")
+PARTS = ("sequences", "coco128", "tiny-imagenet", "clips")
+DEFAULT_PARTS = ("sequences", "coco128", "tiny-imagenet")
+"""The parts a config uses unless it names them (the presets recorded before ``clips`` existed)."""
 PART_PATHS = {
     "sequences": "sequences",
     "coco128": "stills/coco128",
     "tiny-imagenet": "stills/tiny-imagenet",
+    "clips": "clips",
 }
 PACK_HOLDOUT = ("Biker", "boat1", "car1", "group2_2", "zebrafish1")
 """Tracks of the training pack kept for validation: five videos from four benchmarks, none of
 them sharing a video with a training track."""
+CLIP_HOLDOUT = ("Biker", "boat1", "car1", "group2_2", "zebrafish1", "Dog", "Gym", "Gym_b")
+"""Clips of the training pack kept for validation and for choosing settings on consecutive real
+frames: the clips of the five held-out tracks' videos and three OTB clips (two of one video) that
+no training track or clip shares a video with."""
 TEXTURE_STRIDE = 10
 COCO_TEXTURE_STRIDE = 4
 
@@ -79,6 +88,9 @@ def pack_sources(
     train, held_out = split_fold(load_folder(root / "sequences"), list(holdout))
     if tracks > 0:
         train = train[:tracks]
+    if "clips" in parts:
+        train_clips, held_clips = split_fold(load_folder(root / "clips"), list(CLIP_HOLDOUT))
+        train, held_out = [*train, *train_clips], [*held_out, *held_clips]
     stills: list = still_frames(train)
     objects: list = [stills]
     backgrounds = [s.frame(i) for s in train for i in range(0, len(s), TEXTURE_STRIDE)]
