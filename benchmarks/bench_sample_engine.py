@@ -1,0 +1,154 @@
+"""Distinct training pairs per second of the box head: the feature cache against the stream.
+
+Times, on the ``pack-stream`` preset's data, model and crops (MobileNetV2, half-width head,
+288-pixel crops), round-robin (one call of each per round, so that load from other processes on
+a shared machine hits all alike):
+
+- ``cache build``: what the feature cache does per pair (:func:`build_feature_cache`'s encoder:
+  the processed pair, then eager float32 PyTorch on both crops);
+- ``stream item``: what a stream worker does per pair (:class:`StreamedPairs`: the processed pair,
+  then the backbone runtime of the preset, ONNX Runtime int8 by default);
+- ``head step``: one optimizer step of the head on a batch of streamed pairs, MSE with 16
+  proposals and NCE+ with M = 128 samples.
+
+From these: the distinct pairs per second of the cached loop when each cached pair is visited
+``--visits`` times (1 / (1 / build + visits / step)), and of the stream when the workers keep up
+(min(workers x item, step) with the workers on their own cores); then ``trainer``: the rate one
+short epoch of the real :class:`~ebmtrack.training.Trainer` with the stream and
+``--workers`` DataLoader workers reports. Medians are reported with the load average.
+
+Usage::
+
+    python benchmarks/bench_sample_engine.py --pack ../shared/data/train --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from torch.utils.data import default_collate
+
+from ebmtrack.training.box_regression import BoxLossConfig
+from ebmtrack.training.distributed import init_distributed
+from ebmtrack.training.experiment import preset_config
+from ebmtrack.training.feature_cache import _encode_chunk
+from ebmtrack.training.trainer import Trainer
+
+
+def _config(pack: str, loss: str, workers: int, batch: int):
+    config = preset_config("pack-stream")
+    config.data.pack = pack
+    config.loss = BoxLossConfig(loss)
+    trainer = config.trainer
+    trainer.batch_size, trainer.num_workers, trainer.progress = batch, workers, False
+    trainer.epochs, trainer.val_every = 1, 0
+    return config
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pack", default="../shared/data/train", help="the training pack")
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds (default 5)")
+    parser.add_argument("--batch", type=int, default=32, help="pairs per head step (32)")
+    parser.add_argument("--visits", type=int, default=4, help="visits of a cached pair (4)")
+    parser.add_argument("--workers", type=int, default=1, help="stream workers (default 1)")
+    parser.add_argument("--trainer-pairs", type=int, default=256, help="pairs of the trainer run")
+    parser.add_argument("--out", type=Path, default=Path("runs/bench_sample_engine"))
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    load_before = os.getloadavg()[0]
+
+    config = _config(args.pack, "mse", args.workers, args.batch)
+    module = config.build_module()
+    train, _ = config.datasets(module, args.out, init_distributed("cpu"))
+    samples = train.samples  # the processed pairs the stream wraps
+    modules = {
+        "mse": module.train(),
+        "nce+": _config(args.pack, "nce+", args.workers, args.batch).build_module().train(),
+    }
+    optimizers = {k: torch.optim.Adam(m.iou_net.parameters(), 1e-3) for k, m in modules.items()}
+    batch = default_collate([train[i] for i in range(args.batch)])
+    train[0], module.features(torch.zeros(1, 3, 288, 288))  # warm both backbone paths up
+
+    def build(index: int) -> None:
+        _encode_chunk(samples, range(index, index + 1), module, batch_size=1)
+
+    def item(index: int) -> None:
+        train[index]
+
+    def step(loss: str) -> None:
+        value, _ = modules[loss](batch)
+        optimizers[loss].zero_grad()
+        value.backward()
+        optimizers[loss].step()
+
+    times: dict[str, list[float]] = {"cache build": [], "stream item": []}
+    times.update({f"head step {loss}": [] for loss in modules})
+    index = 1
+    for _ in range(args.rounds):
+        for name, call in (("cache build", build), ("stream item", item)):
+            start = time.perf_counter()
+            for _ in range(4):
+                call(index)
+                index += 1
+            times[name].append((time.perf_counter() - start) / 4)
+        for loss in modules:
+            start = time.perf_counter()
+            step(loss)
+            times[f"head step {loss}"].append((time.perf_counter() - start) / args.batch)
+    per_pair = {name: statistics.median(values) for name, values in times.items()}
+    rates = {name: 1 / seconds for name, seconds in per_pair.items()}
+
+    derived = {}
+    for loss in modules:
+        head = per_pair[f"head step {loss}"]
+        derived[f"cached loop {loss}, {args.visits} visits"] = 1 / (
+            per_pair["cache build"] + args.visits * head
+        )
+        derived[f"cached loop {loss}, 1 visit"] = 1 / (per_pair["cache build"] + head)
+        derived[f"stream {loss}, workers keep up"] = min(
+            args.workers * rates["stream item"], 1 / head
+        )
+
+    measured = {}
+    for loss in modules:
+        config = _config(args.pack, loss, args.workers, args.batch)
+        config.trainer.samples_per_epoch = args.trainer_pairs
+        run_module = config.build_module()
+        with tempfile.TemporaryDirectory() as folder:
+            data, _ = config.datasets(run_module, Path(folder), init_distributed("cpu"))
+            trainer = Trainer(run_module, data, config.trainer, folder)
+            result = trainer.fit()[-1].train
+        measured[f"trainer {loss}, {args.workers} worker(s)"] = result["samples_per_s"]
+
+    report = {
+        "pairs_per_s": {k: round(v, 2) for k, v in {**rates, **derived, **measured}.items()},
+        "stream_vs_cached": {
+            loss: round(
+                measured[f"trainer {loss}, {args.workers} worker(s)"]
+                / derived[f"cached loop {loss}, {args.visits} visits"],
+                2,
+            )
+            for loss in modules
+        },
+        "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
+        "torch": torch.__version__,
+        "settings": vars(args) | {"out": str(args.out)},
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
