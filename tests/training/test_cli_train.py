@@ -140,6 +140,26 @@ def test_a_run_saved_by_earlier_versions_resumes(tmp_path, capsys, written_by):
     assert saved["model"] == "iou-net" and "dimp" not in saved
 
 
+@pytest.mark.slow
+def test_export_writes_the_latest_checkpoints_model_and_takes_no_other_flag(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", "--out", str(out), "--epochs", "1", *TINY]) == 0
+    exported = tmp_path / "exported.safetensors"
+    assert main(["train", "--out", str(out), "--export", str(exported)]) == 0
+    assert f"wrote {exported} (the model of epoch 1 of {out})" in capsys.readouterr().out
+    final, again = load_model(out / "iou_net.safetensors"), load_model(exported)
+    for (name, value), (other, copy) in zip(
+        final.state_dict().items(), again.state_dict().items(), strict=True
+    ):
+        assert name == other and torch.equal(value, copy)
+    assert main(["train", "--out", str(out), "--export", str(exported), "--lr", "0.1"]) == 2
+    assert "--export writes a run's checkpoint and takes only --out, not --lr" in (
+        capsys.readouterr().err
+    )
+    assert main(["train", "--out", str(tmp_path / "none"), "--export", str(exported)]) == 2
+    assert "holds no checkpoint yet" in capsys.readouterr().err
+
+
 def test_the_help_names_every_preset(capsys):
     from ebmtrack.training.experiment import PRESETS
 

@@ -40,9 +40,10 @@ def add_parser(subparsers) -> None:
         help="starting config: atom-r18 (default; ATOM's recipe: needs ResNet-18 weights and "
         "GOT-10k / LaSOT / TrackingNet / COCO), synthetic-smoke (generated data only, "
         "seconds), pack-cpu (the box head on the training pack ../shared/data/train and "
-        "generated sequences, 2 CPU cores), dimp-pack-cpu (DiMP's target classifier, same "
-        "data), default-cpu and dimp-cpu (the same two on ../shared/data/sequences: how the "
-        "shipped heads were first made)",
+        "generated sequences, 2 CPU cores), pack-stream (the same head on the whole pack, "
+        "every sample a fresh pair with worker-made int8 features: the long run), dimp-pack-cpu "
+        "(DiMP's target classifier, same data), default-cpu and dimp-cpu (the same two on "
+        "../shared/data/sequences: how the shipped heads were first made)",
     )
     parser.add_argument("--config", type=Path, help="YAML/JSON file of config values to apply")
     parser.add_argument(
@@ -86,6 +87,13 @@ def add_parser(subparsers) -> None:
         metavar="KEY=VALUE",
         help="set any config value, e.g. --set trainer.val_every=1 "
         "--set data.val_splits.got10k=val",
+    )
+    parser.add_argument(
+        "--export",
+        type=Path,
+        metavar="FILE",
+        help="write the model of the latest checkpoint of the run in --out to FILE and exit "
+        "(a long run's model before it ends); takes no other flag",
     )
     add_progress_argument(parser)
     parser.set_defaults(
@@ -240,11 +248,30 @@ def _write_failed(err: Exception) -> bool:
     )
 
 
+def export(args: argparse.Namespace) -> int:
+    from ebmtrack.training.experiment import export_checkpoint
+
+    given = {**_flag_changes(args)["trainer"], "resume": args.resume or None, "set": args.set}
+    given.update(preset=args.preset if args.preset != DEFAULT_PRESET else None)
+    extra = sorted(name for name, value in given.items() if value not in (None, [], False))
+    if extra or len(_flag_changes(args)) > 1:
+        flags = ", ".join(f"--{name.replace('_', '-')}" for name in extra) or "a config flag"
+        raise CLIError(f"--export writes a run's checkpoint and takes only --out, not {flags}")
+    try:
+        epoch = export_checkpoint(args.out, args.export)
+    except (ValueError, FileNotFoundError) as err:
+        raise CLIError(f"--export: {err}") from None
+    print(f"wrote {args.export} (the model of epoch {epoch} of {args.out})")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from ebmtrack.training import NonFiniteLossError
     from ebmtrack.training.distributed import init_distributed, shutdown_distributed
     from ebmtrack.training.experiment import run_experiment
 
+    if args.export is not None:
+        return export(args)
     check_output_folder(args.out)
     config = build_config(args)
     check_inputs(config, args)

@@ -732,3 +732,25 @@ def run_experiment(
 
         save_model(config.trained_model(module).cpu(), run_dir / config.model_file)
     return results
+
+
+def export_checkpoint(run_dir: str | Path, path: str | Path) -> int:
+    """Write the model of the run's latest checkpoint to ``path`` (the file the run writes at its
+    end, e.g. ``iou_net.safetensors``), so that a long run's head can be used before it ends.
+
+    Returns the checkpoint's epoch. Raises ValueError where ``run_dir`` holds no checkpoint.
+    """
+    from ebmtrack.models.serialization import save_model
+
+    from .checkpoint import load_trainable_state_dict, read_checkpoint
+
+    run_dir = Path(run_dir)
+    checkpoint = latest_checkpoint(run_dir / "checkpoints")
+    if checkpoint is None:
+        raise ValueError(f"{run_dir} holds no checkpoint yet (none of its epochs has finished)")
+    config = load_experiment(run_dir / CONFIG_FILE)
+    module = config.build_module()
+    model_state, _, _ = read_checkpoint(checkpoint)
+    load_trainable_state_dict(module, model_state)
+    save_model(config.trained_model(module).cpu(), path)
+    return checkpoint.epoch
