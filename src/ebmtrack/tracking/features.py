@@ -30,8 +30,9 @@ def feature_extractor(
     :func:`~ebmtrack.runtime.resolve_backbone_runtime` picks it; ``"torch"``: a private copy of
     ``backbone`` with BatchNorm folded and channels-last (same features, about 1.5x faster on a
     CPU), in ``dtype``: with ``torch.bfloat16`` the weights and activations are rounded to 8
-    significant bits (features within about 5 % of float32's) and the features come back as
-    float32.
+    significant bits (the features differ from float32's by 17-19 % relative L2 at both of
+    MobileNetV2's head layers, measured on search-region crops; box heads barely notice, within
+    0.007 IoU) and the features come back as float32.
     """
     device = next(backbone.parameters(), torch.empty(0)).device
     runtime = resolve_backbone_runtime(runtime, device, dtype)
