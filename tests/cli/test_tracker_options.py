@@ -115,13 +115,13 @@ def test_every_flag_reaches_the_tracker(dataset, tmp_path, capsys, monkeypatch):
     registry.register_tracker(
         "probe", registry.TrackerVariant(_probe, {"seed": 1}, AtomParams, more_options=("weights",))
     )
-    flags = ["--backbone", "resnet50", "--device", "cuda", "--search-size", "96", "--onnx"]
+    flags = ["--backbone", "resnet50", "--device", "cpu", "--search-size", "96", "--onnx"]
     flags += ["--weights", "w.safetensors", "--option", "seed=3", "--option", "aug_flip=false"]
     assert main(_track(dataset, "probe", *flags)) == 2
     received = _one_error(capsys, "track")
     expected = {
         "backbone": "resnet50",
-        "device": "cuda",
+        "device": "cpu",
         "search_size": 96,
         "backbone_runtime": "onnx",
         "seed": 3,
@@ -156,3 +156,10 @@ def test_the_cli_knows_every_tracker_of_ours_the_registry_has():
     from ebmtrack.cli.trackers import OURS
 
     assert set(OURS) == set(registry.LAZY_TRACKERS)
+
+
+@pytest.mark.slow
+def test_an_exponent_number_reaches_the_tracker_as_a_number(dataset, capsys):
+    # YAML reads 1e-3 as a string; the tracker once failed on it with a traceback.
+    assert main(_track(dataset, "atom", "--option", "learning_rate=1e-3")) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 3

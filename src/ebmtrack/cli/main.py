@@ -95,12 +95,19 @@ def add_device_argument(
 
 
 def resolve_device(name: str) -> str:
-    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; other names unchanged."""
-    if name != "auto":
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; ``cuda`` without a GPU is
+    refused with the one message every command gives (CLIError naming ``--device``)."""
+    if name == "cpu":
         return name
     import torch
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    if torch.cuda.is_available():
+        return "cuda"
+    if name == "cuda":
+        raise CLIError(
+            f"--device cuda: CUDA is not available (torch {torch.__version__} sees no GPU)"
+        )
+    return "cpu"
 
 
 def add_out_argument(

@@ -91,6 +91,27 @@ def _backbone_weights(backbone: str, args: argparse.Namespace) -> Path | None:
     return None
 
 
+def device_option(tracker: str, device: str | None) -> str | None:
+    """The ``device`` option of ``tracker`` from ``--device`` (None: leave the tracker's own).
+
+    One rule for ``track``, ``demo`` and ``eval``: a tracker that takes a ``device`` option
+    (ours) runs where ``--device`` says (``auto``: CUDA when there is a GPU); the others
+    (OpenCV's) run on the CPU, so ``--device cuda`` is refused for them and ``cpu`` / ``auto``
+    change nothing. ``cuda`` without a GPU is refused by
+    :func:`~ebmtrack.cli.main.resolve_device`, with the same message in every command.
+    """
+    from ebmtrack.tracking.registry import accepted_options
+
+    if device is None:
+        return None
+    resolved = resolve_device(device)
+    if "device" in accepted_options(tracker):
+        return resolved
+    if device == "cuda":
+        raise CLIError(f"--device cuda: tracker {tracker} runs on the CPU only")
+    return None
+
+
 def tracker_settings(args: argparse.Namespace) -> tuple[str, dict]:
     """``(name, options)`` for :func:`ebmtrack.api.load_tracker` from the parsed flags.
 
@@ -100,13 +121,15 @@ def tracker_settings(args: argparse.Namespace) -> tuple[str, dict]:
     setting that cannot work (a DNN peer without its files, a backbone without weights, a
     missing weights file) and ``--peer-models`` for a tracker that reads no model files.
     """
-    name = args.tracker
-    device = getattr(args, "device", None)
+    from ebmtrack.tracking.registry import canonical_name, get_factory
+
+    name = canonical_name(args.tracker)
+    get_factory(name)  # an unknown name: one line with the closest one
     flags = {
         "backbone": args.backbone,
         "weights": args.weights,
         "backbone_weights": args.backbone_weights,
-        "device": None if device is None else resolve_device(device),
+        "device": device_option(name, getattr(args, "device", None)),
         "search_size": getattr(args, "search_size", None),
         "backbone_runtime": "onnx" if getattr(args, "onnx", False) else None,
     }
@@ -122,11 +145,6 @@ def tracker_settings(args: argparse.Namespace) -> tuple[str, dict]:
         if args.peer_models is not None:
             raise CLIError(f"--peer-models: not used by --tracker {name}")
         return name, options
-    if options.get("device") == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise CLIError("--device cuda: CUDA is not available")
     if args.backbone_weights is not None and not args.backbone_weights.is_file():
         raise CLIError(f"--backbone-weights {args.backbone_weights}: file not found")
     backbone = options.get("backbone", "mobilenetv2")

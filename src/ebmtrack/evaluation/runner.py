@@ -15,7 +15,6 @@ file last, so the results folder holds finished sequences only and a later call 
 from __future__ import annotations
 
 import ctypes
-import json
 import logging
 import multiprocessing as mp
 import os
@@ -39,7 +38,14 @@ import numpy as np
 from tqdm import tqdm
 
 from ebmtrack.data.datasets import Sequence
-from ebmtrack.evaluation.results import has_result, write_result
+from ebmtrack.evaluation.results import (
+    has_result,
+    options_mismatch,
+    read_options,
+    record_options,
+    recorded_value,
+    write_result,
+)
 from ebmtrack.runtime import DEFAULT_THREADS, configure_threads
 from ebmtrack.tracking.base import Tracker
 from ebmtrack.tracking.init_box import clip_init_box
@@ -57,12 +63,16 @@ class ResultsNotWritten(OSError):
 class TrackerSpec:
     """A tracker to evaluate: the name its results are filed under, its factory and options.
 
-    The factory must be picklable (see :mod:`ebmtrack.tracking.registry`).
+    The factory must be picklable (see :mod:`ebmtrack.tracking.registry`). ``tracker`` is the
+    registered name when it differs from ``name``, as for a named variant (``atom@s256``: the
+    results of ``atom`` with other options, filed apart); its option defaults decide which
+    options are recorded (see :func:`recorded_options`).
     """
 
     name: str
     factory: TrackerFactory
     options: dict = field(default_factory=dict)
+    tracker: str = ""
 
     def create(self) -> Tracker:
         return self.factory(**self.options)
@@ -285,20 +295,55 @@ def _log_failure(out_dir: Path, label: str, details: str) -> None:
     LOG.warning("%s failed: %s (see %s)", label, last_line, out_dir / "errors.log")
 
 
+def recorded_options(spec: TrackerSpec) -> dict[str, str]:
+    """The options of ``spec`` that change what the tracker does: those the caller gave, less
+    those equal to the tracker's default (:func:`~ebmtrack.tracking.registry.default_options`),
+    values as :func:`~ebmtrack.evaluation.results.recorded_value` writes them, sorted by name."""
+    from ebmtrack.tracking.registry import default_options
+
+    try:
+        defaults = default_options(spec.tracker or spec.name)
+    except ValueError:  # a factory given directly, not through the registry
+        defaults = {}
+    recorded = {}
+    for key, value in sorted(spec.options.items()):
+        if key in defaults and recorded_value(defaults[key]) == recorded_value(value):
+            continue
+        recorded[key] = recorded_value(value)
+    return recorded
+
+
+def check_recorded_options(out_dir: str | Path, spec: TrackerSpec) -> None:
+    """Raise ValueError unless ``out_dir`` holds results of ``spec`` made with its options."""
+    before = read_options(out_dir, spec.name)
+    if before is None:
+        raise ValueError(f"{out_dir} holds no results of {spec.name}")
+    if before != recorded_options(spec):
+        raise options_mismatch(out_dir, spec.name, before, recorded_options(spec))
+
+
 def _check_same_options(out_dir: Path, spec: TrackerSpec) -> None:
-    """Record the tracker's options beside its results; refuse to mix results of other options."""
-    path = out_dir / "results" / spec.name / "options.json"
-    options = {k: str(v) for k, v in sorted(spec.options.items())}
-    if path.is_file():
-        before = json.loads(path.read_text())
-        if before != options:
-            raise ValueError(
-                f"{out_dir} holds {spec.name} results made with options {before}, not "
-                f"{options}; use another output folder"
-            )
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(options, indent=1) + "\n")
+    """Record the tracker's options beside its results; refuse to mix results of other options
+    (:func:`~ebmtrack.evaluation.results.record_options`)."""
+    record_options(out_dir, spec.name, recorded_options(spec))
+
+
+def shard_jobs(jobs: Seq[Job], shard: tuple[int, int]) -> list[Job]:
+    """Share ``k`` of ``n`` (1-based) of ``jobs``: jobs ordered by frames (most first, then
+    label) go one by one to the share with the fewest frames so far (the lowest-numbered on a
+    tie). The same jobs give the same shares on every machine; together the shares are the
+    jobs, each once."""
+    k, n = shard
+    if not 1 <= k <= n:
+        raise ValueError(f"shard must be K/N with 1 <= K <= N, got {k}/{n}")
+    loads = [0] * n
+    mine = []
+    for job in sorted(jobs, key=lambda j: (-len(j.sequence), j.label)):
+        target = loads.index(min(loads))
+        loads[target] += len(job.sequence)
+        if target == k - 1:
+            mine.append(job)
+    return mine
 
 
 def run_evaluation(
@@ -309,6 +354,7 @@ def run_evaluation(
     workers: int = 1,
     progress: bool = True,
     threads: int | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> RunSummary:
     """Run every tracker ``runs`` times on every sequence; skip what ``out_dir`` already has.
 
@@ -320,6 +366,8 @@ def run_evaluation(
         threads: torch / OpenCV / ONNX Runtime threads of each worker process, or of this
             process with ``workers=0`` (None: :func:`thread_budget`; 0: the libraries'
             defaults).
+        shard: ``(k, n)``: run only share k of n of the jobs (:func:`shard_jobs`), as one
+            task of an array job; every share writes into the same layout.
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
@@ -330,14 +378,12 @@ def run_evaluation(
         _check_same_options(out_dir, spec)
     summary = RunSummary()
     pending: deque[Job] = deque()
-    for spec in trackers:
-        for run in range(runs):
-            for sequence in sequences:
-                job = Job(spec, run, sequence)
-                if has_result(out_dir, spec.name, run, sequence.name):
-                    summary.skipped.append(job.label)
-                else:
-                    pending.append(job)
+    jobs = [Job(s, r, q) for s in trackers for r in range(runs) for q in sequences]
+    for job in jobs if shard is None else shard_jobs(jobs, shard):
+        if has_result(out_dir, job.tracker.name, job.run, job.sequence.name):
+            summary.skipped.append(job.label)
+        else:
+            pending.append(job)
     frames = sum(len(job.sequence) for job in pending)
     # Counted in frames, so that the bar moves from the first frame, not per finished sequence.
     with tqdm(total=frames, disable=not progress, unit="frame", desc="eval") as bar:
