@@ -30,6 +30,18 @@ def _names(text: str) -> list[str]:
     return [n.strip() for n in text.split(",") if n.strip()]
 
 
+def _interval(text: str) -> tuple[int, int]:
+    """argparse type: ``LOW,HIGH`` with 1 <= LOW <= HIGH."""
+    low, comma, high = text.partition(",")
+    try:
+        interval = (int(low), int(high))
+    except ValueError:
+        interval = (0, 0)
+    if not comma or not 1 <= interval[0] <= interval[1]:
+        raise argparse.ArgumentTypeError(f"must be LOW,HIGH with 1 <= LOW <= HIGH, got {text!r}")
+    return interval
+
+
 def _shard(text: str) -> tuple[int, int]:
     """argparse type: ``K/N`` with 1 <= K <= N."""
     k, slash, n = text.partition("/")
@@ -111,6 +123,22 @@ def add_parser(subparsers) -> None:
         default=[],
         help="comma-separated sequences some model was trained on: marked in the report, which "
         "then opens with the scores over the other (unseen) sequences",
+    )
+    parser.add_argument(
+        "--experiment",
+        choices=("ope", "supervised"),
+        default="ope",
+        help="ope: one pass from the first box (default); supervised: VOT's baseline "
+        "experiment, re-initialised 5 frames after each failure, scored by accuracy, "
+        "robustness and EAO",
+    )
+    parser.add_argument(
+        "--eao-interval",
+        type=_interval,
+        default=(100, 356),
+        metavar="LOW,HIGH",
+        help="sequence lengths EAO averages over (default 100,356: VOT2017/2018's; VOT2016 "
+        "108,371, VOT2019 46,291)",
     )
     parser.add_argument(
         "--import",
@@ -236,6 +264,10 @@ def _command_line(args: argparse.Namespace) -> str:
     ):
         if value:
             words += [flag, str(value)]
+    if args.experiment != "ope":
+        words += ["--experiment", args.experiment]
+        if args.eao_interval != (100, 356):
+            words += ["--eao-interval", ",".join(map(str, args.eao_interval))]
     if args.report_only:
         words.append("--report-only")
     return " ".join(shlex.quote(w) for w in words)
@@ -269,12 +301,13 @@ def _report_names(out: Path, first: list[str]) -> list[str]:
     return list(dict.fromkeys([*first, *found]))
 
 
-def _runs_found(out: Path, names: list[str]) -> int:
-    from ebmtrack.evaluation.results import run_dir
+def _runs_found(out: Path, names: list[str], experiment: str) -> int:
+    from ebmtrack.evaluation.results import PARAMETER_NAME, SUPERVISED_NAME, run_dir
 
+    parameter = SUPERVISED_NAME if experiment == "supervised" else PARAMETER_NAME
     runs = 1
     for name in names:
-        while run_dir(out, name, runs).is_dir():
+        while run_dir(out, name, runs, parameter).is_dir():
             runs += 1
     return runs
 
@@ -288,6 +321,11 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError("--trackers needs at least one tracker name (or --import NAME=DIR)")
     if args.report_only and (args.shard or args.imports):
         raise CLIError("--report-only tracks and imports nothing: drop --shard and --import")
+    if args.experiment == "supervised":
+        unused = (("--pack", args.pack), ("--seen", args.seen), ("--import", args.imports))
+        for flag, value in unused:
+            if value:
+                raise CLIError(f"{flag}: not used by --experiment supervised")
     layout, root = parse_dataset_spec(args.dataset)
     sequences = load_dataset(args.dataset, split=args.split, sequences=args.sequences)
     unknown = sorted(set(args.seen) - {s.name for s in sequences})
@@ -302,7 +340,7 @@ def run(args: argparse.Namespace) -> int:
         names = list(labels) or _report_names(args.out, [])
         if not names:
             raise CLIError(f"--out {args.out}: holds no results to report")
-        runs = args.runs or _runs_found(args.out, names)
+        runs = args.runs or _runs_found(args.out, names, args.experiment)
         return _report(args, layout, root, sequences, names, runs, failed=0)
     imported = _imports(args, sequences)
     with threads(args.threads if args.workers == 0 else None):
@@ -315,6 +353,7 @@ def run(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             threads=args.threads,
             shard=args.shard,
+            experiment=args.experiment,
         )
     done = (
         f"{len(summary.done)} sequence runs done, {len(summary.skipped)} found from before, "
@@ -329,8 +368,27 @@ def run(args: argparse.Namespace) -> int:
     return _report(args, layout, root, sequences, names, runs, len(summary.failed), done)
 
 
+def _supervised_report(args, layout, root, sequences, names, runs, failed, done="") -> int:
+    from ebmtrack.evaluation.vot_report import (
+        evaluate_supervised,
+        supervised_table,
+        write_supervised_report,
+    )
+
+    scores, problems = evaluate_supervised(args.out, names, sequences, runs, args.eao_interval)
+    report = write_supervised_report(
+        scores, problems, args.out, f"{layout}:{root.name}", runs, args.eao_interval,
+        _command_line(args),
+    )
+    print(supervised_table(scores))
+    print(f"{done}; report: {report}" if done else f"report: {report}")
+    return 1 if failed else 0
+
+
 def _report(args, layout, root, sequences, names, runs, failed, done="") -> int:
     """Score ``names``' results in OUT, write the report (and packs), print the table."""
+    if args.experiment == "supervised":
+        return _supervised_report(args, layout, root, sequences, names, runs, failed, done)
     from ebmtrack.evaluation.packing import pack_got10k, pack_trackingnet
     from ebmtrack.evaluation.report import evaluate_results, overall_table, write_report
     from ebmtrack.evaluation.scoring import protocol_for

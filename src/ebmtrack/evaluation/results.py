@@ -20,14 +20,20 @@ from ebmtrack.data.datasets import read_boxes
 PARAMETER_NAME = "default"
 
 
-def run_dir(out_dir: str | Path, tracker: str, run: int) -> Path:
-    """Folder of the result files of ``tracker``'s run ``run`` (0-based)."""
-    return Path(out_dir) / "results" / tracker / f"{PARAMETER_NAME}_{run:03d}"
+SUPERVISED_NAME = "baseline"  # VOT's supervised experiment: trajectories with reset codes
 
 
-def result_paths(out_dir: str | Path, tracker: str, run: int, sequence: str) -> tuple[Path, Path]:
+def run_dir(out_dir: str | Path, tracker: str, run: int, parameter: str = PARAMETER_NAME) -> Path:
+    """Folder of the result files of ``tracker``'s run ``run`` (0-based); ``parameter`` is
+    ``default`` for one-pass results, :data:`SUPERVISED_NAME` for VOT's supervised ones."""
+    return Path(out_dir) / "results" / tracker / f"{parameter}_{run:03d}"
+
+
+def result_paths(
+    out_dir: str | Path, tracker: str, run: int, sequence: str, parameter: str = PARAMETER_NAME
+) -> tuple[Path, Path]:
     """(boxes file, times file) of one tracker, run and sequence."""
-    folder = run_dir(out_dir, tracker, run)
+    folder = run_dir(out_dir, tracker, run, parameter)
     return folder / f"{sequence}.txt", folder / f"{sequence}_time.txt"
 
 
@@ -70,9 +76,22 @@ def write_result(
     return box_path
 
 
-def has_result(out_dir: str | Path, tracker: str, run: int, sequence: str) -> bool:
+def has_result(
+    out_dir: str | Path, tracker: str, run: int, sequence: str, parameter: str = PARAMETER_NAME
+) -> bool:
     """Whether the sequence was completed in an earlier (possibly interrupted) evaluation."""
-    return result_paths(out_dir, tracker, run, sequence)[0].is_file()
+    return result_paths(out_dir, tracker, run, sequence, parameter)[0].is_file()
+
+
+def write_trajectory_result(
+    out_dir: str | Path, tracker: str, run: int, sequence: str, lines: list[str], times
+) -> Path:
+    """Write a supervised (VOT) trajectory, one line per frame (``1``, ``2``, ``0`` or
+    ``x,y,w,h``), and its times, atomically, trajectory last; returns its path."""
+    box_path, time_path = result_paths(out_dir, tracker, run, sequence, SUPERVISED_NAME)
+    _write_atomic(time_path, np.asarray(times, dtype=np.float64).reshape(-1), "%.6f")
+    _write_atomic(box_path, np.asarray(lines, dtype=object).reshape(-1, 1), "%s")
+    return box_path
 
 
 def read_result(

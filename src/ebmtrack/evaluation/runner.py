@@ -39,13 +39,17 @@ from tqdm import tqdm
 
 from ebmtrack.data.datasets import Sequence
 from ebmtrack.evaluation.results import (
+    PARAMETER_NAME,
+    SUPERVISED_NAME,
     has_result,
     options_mismatch,
     read_options,
     record_options,
     recorded_value,
     write_result,
+    write_trajectory_result,
 )
+from ebmtrack.evaluation.vot import track_supervised, trajectory_lines
 from ebmtrack.runtime import DEFAULT_THREADS, configure_threads
 from ebmtrack.tracking.base import Tracker
 from ebmtrack.tracking.init_box import clip_init_box
@@ -80,9 +84,17 @@ class TrackerSpec:
 
 @dataclass(frozen=True)
 class Job:
+    """One tracker, run and sequence; ``experiment`` ``ope`` (one pass) or ``supervised``
+    (VOT's resets, :mod:`ebmtrack.evaluation.vot`)."""
+
     tracker: TrackerSpec
     run: int
     sequence: Sequence
+    experiment: str = "ope"
+
+    @property
+    def parameter(self) -> str:
+        return SUPERVISED_NAME if self.experiment == "supervised" else PARAMETER_NAME
 
     @property
     def label(self) -> str:
@@ -149,9 +161,17 @@ def run_job(job: Job, out_dir: Path, on_frame: Callable[[int], None] | None = No
     """Track one sequence, with the generators seeded by :func:`job_seed`, and write its results."""
     tracker = job.tracker.create()
     _seed_generators(job_seed(job.run, job.sequence.name))
-    boxes, times = track_sequence(tracker, job.sequence, on_frame)
+    name, run, sequence = job.tracker.name, job.run, job.sequence.name
+    if job.experiment == "supervised":
+        boxes, codes, times = track_supervised(tracker, job.sequence, on_frame=on_frame)
+    else:
+        boxes, times = track_sequence(tracker, job.sequence, on_frame)
     try:
-        write_result(out_dir, job.tracker.name, job.run, job.sequence.name, boxes, times)
+        if job.experiment == "supervised":
+            lines = trajectory_lines(boxes, codes)
+            write_trajectory_result(out_dir, name, run, sequence, lines, times)
+        else:
+            write_result(out_dir, name, run, sequence, boxes, times)
     except OSError as err:
         raise ResultsNotWritten(
             f"cannot write results to {out_dir}: {err.strerror or err}"
@@ -355,6 +375,7 @@ def run_evaluation(
     progress: bool = True,
     threads: int | None = None,
     shard: tuple[int, int] | None = None,
+    experiment: str = "ope",
 ) -> RunSummary:
     """Run every tracker ``runs`` times on every sequence; skip what ``out_dir`` already has.
 
@@ -368,6 +389,8 @@ def run_evaluation(
             defaults).
         shard: ``(k, n)``: run only share k of n of the jobs (:func:`shard_jobs`), as one
             task of an array job; every share writes into the same layout.
+        experiment: ``ope`` (one pass, ``default_RRR`` folders) or ``supervised`` (VOT's
+            resets, ``baseline_RRR`` folders of VOT trajectories).
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
@@ -378,9 +401,13 @@ def run_evaluation(
         _check_same_options(out_dir, spec)
     summary = RunSummary()
     pending: deque[Job] = deque()
-    jobs = [Job(s, r, q) for s in trackers for r in range(runs) for q in sequences]
+    if experiment not in ("ope", "supervised"):
+        raise ValueError(f"experiment must be 'ope' or 'supervised', got {experiment!r}")
+    jobs = [
+        Job(s, r, q, experiment) for s in trackers for r in range(runs) for q in sequences
+    ]
     for job in jobs if shard is None else shard_jobs(jobs, shard):
-        if has_result(out_dir, job.tracker.name, job.run, job.sequence.name):
+        if has_result(out_dir, job.tracker.name, job.run, job.sequence.name, job.parameter):
             summary.skipped.append(job.label)
         else:
             pending.append(job)
