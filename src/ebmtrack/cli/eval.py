@@ -211,13 +211,14 @@ def _tracker_options(args: argparse.Namespace, labels: dict[str, str]) -> dict[s
     return options
 
 
-def _specs(args: argparse.Namespace, labels: dict[str, str], create: bool) -> list:
-    """One TrackerSpec per label; with ``create`` each is built once, so that a missing model
-    file or a bad option fails now, in one line."""
+def _specs(args: argparse.Namespace, labels: dict[str, str], create: bool) -> tuple[list, dict]:
+    """One TrackerSpec per label, and with ``create`` what each is (its provenance): each is
+    built once, so that a missing model file or a bad option fails now, in one line."""
+    from ebmtrack.evaluation.provenance import tracker_provenance
     from ebmtrack.evaluation.runner import TrackerSpec
     from ebmtrack.tracking.registry import check_options, get_factory
 
-    specs = []
+    specs, built = [], {}
     for label, options in _tracker_options(args, labels).items():
         name = labels[label]
         if name in PEER_MODEL_TRACKERS:
@@ -231,9 +232,9 @@ def _specs(args: argparse.Namespace, labels: dict[str, str], create: bool) -> li
         check_options(name, options)
         spec = TrackerSpec(label, get_factory(name), options, tracker=name)
         if create:
-            spec.create()
+            built[label] = tracker_provenance(spec.create())
         specs.append(spec)
-    return specs
+    return specs, built
 
 
 def _command_line(args: argparse.Namespace) -> str:
@@ -332,7 +333,7 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise CLIError(f"--seen names sequences not in the data set: {', '.join(unknown)}")
     check_output_folder(args.out)
-    specs = _specs(args, labels, create=not args.report_only)
+    specs, built = _specs(args, labels, create=not args.report_only)
     runs = args.runs or 1
     if args.report_only:
         for spec in specs:
@@ -355,6 +356,10 @@ def run(args: argparse.Namespace) -> int:
             shard=args.shard,
             experiment=args.experiment,
         )
+    from ebmtrack.evaluation.provenance import record_provenance
+
+    for label, info in built.items():  # the options were accepted: results of these trackers
+        record_provenance(args.out, label, info)
     done = (
         f"{len(summary.done)} sequence runs done, {len(summary.skipped)} found from before, "
         f"{len(summary.failed)} failed"
@@ -368,6 +373,21 @@ def run(args: argparse.Namespace) -> int:
     return _report(args, layout, root, sequences, names, runs, len(summary.failed), done)
 
 
+def _produced_by(out: Path, names: list[str]) -> dict:
+    """What made each tracker's results (``results/NAME/provenance.json``; for an imported
+    folder, where it came from) and what scored them."""
+    from ebmtrack.evaluation.provenance import environment, read_provenance
+    from ebmtrack.evaluation.results import read_options
+
+    trackers = {}
+    for name in names:
+        options = read_options(out, name) or {}
+        trackers[name] = read_provenance(out, name) or (
+            [{"imported_from": options["imported_from"]}] if "imported_from" in options else []
+        )
+    return {"trackers": trackers, "scored_with": environment()}
+
+
 def _supervised_report(args, layout, root, sequences, names, runs, failed, done="") -> int:
     from ebmtrack.evaluation.vot_report import (
         evaluate_supervised,
@@ -378,7 +398,7 @@ def _supervised_report(args, layout, root, sequences, names, runs, failed, done=
     scores, problems = evaluate_supervised(args.out, names, sequences, runs, args.eao_interval)
     report = write_supervised_report(
         scores, problems, args.out, f"{layout}:{root.name}", runs, args.eao_interval,
-        _command_line(args),
+        _command_line(args), produced_by=_produced_by(args.out, names),
     )
     print(supervised_table(scores))
     print(f"{done}; report: {report}" if done else f"report: {report}")
@@ -404,6 +424,7 @@ def _report(args, layout, root, sequences, names, runs, failed, done="") -> int:
         runs,
         _command_line(args),
         seen=args.seen,
+        produced_by=_produced_by(args.out, names),
     )
     if args.pack:
         seq_names = [s.name for s in sequences]

@@ -83,9 +83,10 @@ def write_supervised_report(
     runs: int,
     interval: tuple[int, int],
     command: str = "",
+    produced_by: dict | None = None,
 ) -> Path:
-    """Write ``report.md`` and ``metrics.json`` of the supervised experiment; returns the
-    report's path."""
+    """Write ``report.md`` and ``metrics.json`` (with ``produced_by``, when given) of the
+    supervised experiment; returns the report's path."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     data = {
@@ -105,6 +106,8 @@ def write_supervised_report(
             for name, s in scores.items()
         },
     }
+    if produced_by is not None:
+        data["produced_by"] = produced_by
     (out_dir / "metrics.json").write_text(json.dumps(data, indent=1) + "\n")
     parts = [
         f"# Supervised (VOT baseline) evaluation on {dataset}\n",
