@@ -21,6 +21,7 @@ from ebmtrack.cli.options import OPTION_HELP, add_option, parse_option
 from ebmtrack.cli.trackers import (
     PEER_MODEL_TRACKERS,
     add_peer_models_argument,
+    check_tracker_options,
     device_option,
     peer_models_check,
 )
@@ -190,12 +191,16 @@ def _labels(names: list[str]) -> dict[str, str]:
     return labels
 
 
-def _tracker_options(args: argparse.Namespace, labels: dict[str, str]) -> dict[str, dict]:
+def _tracker_options(
+    args: argparse.Namespace, labels: dict[str, str]
+) -> tuple[dict[str, dict], dict[str, dict]]:
     """``--option atom.search_size=256 --weights w`` -> ``{"atom": {"search_size": 256,
-    "weights": Path("w")}}`` (one dict per label of ``--trackers``)."""
+    "weights": Path("w")}}`` (one dict per label of ``--trackers``), and the flag each option
+    came from (``{"atom": {"search_size": "--option atom.search_size=256"}}``)."""
     from ebmtrack.tracking.registry import canonical_name
 
     options: dict[str, dict] = {label: {} for label in labels}
+    origins: dict[str, dict] = {label: {} for label in labels}
     for item in args.option:
         target, value = parse_option(item, form="TRACKER.KEY=VALUE")
         tracker, dot, key = target.rpartition(".")
@@ -205,10 +210,12 @@ def _tracker_options(args: argparse.Namespace, labels: dict[str, str]) -> dict[s
         if tracker not in options:
             raise CLIError(f"--option {item!r}: {tracker!r} is not among --trackers")
         add_option(options[tracker], key, value, f"--option {item!r}")
+        origins[tracker][key] = f"--option {item}"
     if args.weights is not None:
         for label in labels:
             add_option(options[label], "weights", args.weights, f"--weights for {label!r}")
-    return options
+            origins[label]["weights"] = f"--weights {args.weights}"
+    return options, origins
 
 
 def _specs(args: argparse.Namespace, labels: dict[str, str], create: bool) -> tuple[list, dict]:
@@ -216,10 +223,11 @@ def _specs(args: argparse.Namespace, labels: dict[str, str], create: bool) -> tu
     built once, so that a missing model file or a bad option fails now, in one line."""
     from ebmtrack.evaluation.provenance import tracker_provenance
     from ebmtrack.evaluation.runner import TrackerSpec
-    from ebmtrack.tracking.registry import check_options, get_factory
+    from ebmtrack.tracking.registry import get_factory
 
     specs, built = [], {}
-    for label, options in _tracker_options(args, labels).items():
+    options_of, origins = _tracker_options(args, labels)
+    for label, options in options_of.items():
         name = labels[label]
         if name in PEER_MODEL_TRACKERS:
             if args.peer_models is not None:
@@ -229,7 +237,8 @@ def _specs(args: argparse.Namespace, labels: dict[str, str], create: bool) -> tu
         device = device_option(name, args.device)
         if device is not None:
             options.setdefault("device", device)
-        check_options(name, options)
+            origins[label].setdefault("device", f"--device {args.device}")
+        check_tracker_options(name, options, origins[label])
         spec = TrackerSpec(label, get_factory(name), options, tracker=name)
         if create:
             built[label] = tracker_provenance(spec.create())

@@ -237,9 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "func", None) is None:
-        parser.print_help()
-        return 0
+    if getattr(args, "func", None) is None:  # no command: a usage error, as argparse's
+        parser.print_help(sys.stderr)
+        return EXIT_ERROR
     command = args.command
     # No OpenCV or FFmpeg chatter between our lines: what goes wrong with a video, a tracker
     # or a model file is reported by ebmtrack itself.

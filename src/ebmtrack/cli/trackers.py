@@ -112,6 +112,48 @@ def device_option(tracker: str, device: str | None) -> str | None:
     return None
 
 
+def _concerns(message: str, key: str) -> bool:
+    return message.startswith(f"{key} ") or f" {key} " in message or f"option(s) {key}" in message
+
+
+def check_tracker_options(name: str, options: dict, origins: dict[str, str]) -> None:
+    """The registry's checks of ``options`` for tracker ``name`` (names, types, ranges, the
+    backbone's name), as CLIError naming the flag the wrong value came from: ``origins`` maps
+    an option to its flag, e.g. ``{"search_size": "--search-size 100"}``."""
+    from ebmtrack.models.backbones import backbone_names
+    from ebmtrack.tracking.registry import check_options
+
+    try:
+        check_options(name, options)
+        backbone = options.get("backbone")
+        if isinstance(backbone, str) and "backbone_weights" in _accepted(name):
+            if backbone not in backbone_names():
+                # the factories' message, word for word
+                raise ValueError(f"unknown backbone {backbone!r}; valid names: {backbone_names()}")
+    except ValueError as err:
+        message = str(err)
+        flag = next((origins[k] for k in origins if _concerns(message, k)), None)
+        if flag is None:
+            raise
+        raise CLIError(f"{flag}: {message}") from None
+
+
+def _accepted(name: str) -> set[str]:
+    from ebmtrack.tracking.registry import accepted_options
+
+    return accepted_options(name)
+
+
+FLAGS = {  # option -> the flag of track / demo that sets it
+    "backbone": "--backbone",
+    "weights": "--weights",
+    "backbone_weights": "--backbone-weights",
+    "device": "--device",
+    "search_size": "--search-size",
+    "backbone_runtime": "--onnx",
+}
+
+
 def tracker_settings(args: argparse.Namespace) -> tuple[str, dict]:
     """``(name, options)`` for :func:`ebmtrack.api.load_tracker` from the parsed flags.
 
@@ -134,8 +176,15 @@ def tracker_settings(args: argparse.Namespace) -> tuple[str, dict]:
         "backbone_runtime": "onnx" if getattr(args, "onnx", False) else None,
     }
     options = {key: value for key, value in flags.items() if value is not None}
+    origins = {
+        key: FLAGS[key] if key == "backbone_runtime" else f"{FLAGS[key]} {value}"
+        for key, value in options.items()
+    }
     for item in getattr(args, "option", None) or []:
-        add_option(options, *parse_option(item), f"--option {item!r}")
+        key, value = parse_option(item)
+        add_option(options, key, value, f"--option {item!r}")
+        origins[key] = f"--option {item}"
+    check_tracker_options(name, options, origins)
     if name in PEER_MODEL_TRACKERS:
         if "model_dir" not in options:
             peer_models_check(name, args.peer_models)

@@ -18,6 +18,7 @@ import difflib
 import functools
 import importlib
 import inspect
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -172,16 +173,46 @@ def check_options(name: str, options: dict) -> None:
             return
     valid = accepted_options(name)
     unknown = sorted(set(options) - valid)
-    if not unknown:
-        return
-    hints = [_did_you_mean(key, valid) for key in unknown]
-    if all(hints):  # typos: the closest names say more than the ~50 valid ones
-        wrong = ", ".join(f"{key}{hint}" for key, hint in zip(unknown, hints))
-        raise ValueError(f"tracker {name!r} takes no option(s) {wrong}")
-    raise ValueError(
-        f"tracker {name!r} takes no option(s) {', '.join(unknown)}; "
-        f"its options: {', '.join(sorted(valid))}"
-    )
+    if unknown:
+        hints = [_did_you_mean(key, valid) for key in unknown]
+        if all(hints):  # typos: the closest names say more than the ~50 valid ones
+            wrong = ", ".join(f"{key}{hint}" for key, hint in zip(unknown, hints))
+            raise ValueError(f"tracker {name!r} takes no option(s) {wrong}")
+        raise ValueError(
+            f"tracker {name!r} takes no option(s) {', '.join(unknown)}; "
+            f"its options: {', '.join(sorted(valid))}"
+        )
+    if isinstance(factory, TrackerVariant) and dataclasses.is_dataclass(factory.params_type):
+        _check_params(factory, options)
+
+
+_KINDS = {float: "a number", int: "an integer", bool: "true or false", str: "text"}
+
+
+def _fits(value, annotation) -> bool:
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation in (bool, str):
+        return isinstance(value, annotation)
+    if typing.get_origin(annotation) is tuple:
+        return isinstance(value, tuple)
+    return True  # other annotations are left to the dataclass's own checks
+
+
+def _check_params(variant: TrackerVariant, options: dict) -> None:
+    """Raise ValueError (``KEY must be ...``) for an option of the wrong type, or one that the
+    parameter dataclass refuses, before any model is built."""
+    params_type = variant.params_type
+    hints = typing.get_type_hints(params_type)
+    names = {f.name for f in dataclasses.fields(params_type)}
+    for key, value in options.items():
+        if key in hints and not _fits(value, hints[key]):
+            kind = _KINDS.get(hints[key], "a list")
+            raise ValueError(f"{key} must be {kind}, got {value!r}")
+    given = {k: v for k, v in {**variant.params, **options}.items() if k in names}
+    params_type(**given)  # its own range checks
 
 
 def default_options(name: str) -> dict:
