@@ -62,3 +62,17 @@ def test_a_tampered_copy_is_refused(monkeypatch):
     monkeypatch.setattr(ebmtrack.weights, "shipped_backbone_weights", lambda n: (path, "0" * 64))
     with pytest.raises(ValueError, match="sha256.*reinstall ebmtrack"):
         create_backbone("mobilenetv2")
+
+
+def test_the_onnx_cache_follows_xdg_cache_home(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from ebmtrack.models.backbones.onnx_runtime import default_cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_cache_dir() == tmp_path / "ebmtrack" / "onnx"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/path")  # not absolute: ignored, as XDG says
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "ebmtrack" / "onnx"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert default_cache_dir() == Path(tmp_path / "home/.cache/ebmtrack/onnx")
