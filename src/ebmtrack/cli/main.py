@@ -282,6 +282,25 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
+def console_main(argv: list[str] | None = None) -> int:
+    """The ``ebmtrack`` command: :func:`main` with the lines C libraries print to stderr
+    themselves (libjpeg, FFmpeg) held back (:mod:`ebmtrack.cli.native_output`); when some were,
+    and the command did not end in an error line, one warning says how many and the first."""
+    from ebmtrack.cli.native_output import filtered_stderr
+
+    words = sys.argv[1:] if argv is None else argv
+    command = next((w for w in words if w in SUBCOMMANDS), "")
+    with filtered_stderr() as held:
+        code = main(argv)
+    if held.count and code != EXIT_ERROR:
+        print(
+            f"ebmtrack {command}: warning: the image / video decoders reported damaged input "
+            f"{held.count} time(s), first: {held.first}",
+            file=sys.stderr,
+        )
+    return code
+
+
 def _notes(err: BaseException, default: str) -> str:
     notes = getattr(err, "__notes__", None) or ([default] if default else [])
     return "".join(f"; {note}" for note in notes)
@@ -290,6 +309,6 @@ def _notes(err: BaseException, default: str) -> str:
 if __name__ == "__main__":
     # Run as `python -m ebmtrack.cli.main`: use the importable module, so that its exception
     # classes are the ones the subcommands raise.
-    from ebmtrack.cli.main import main as _main
+    from ebmtrack.cli.main import console_main as _console_main
 
-    sys.exit(_main())
+    sys.exit(_console_main())
