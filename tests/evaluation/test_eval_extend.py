@@ -4,8 +4,10 @@ another way, named variants of one tracker, the table printed, files readable by
 import json
 import os
 import stat
+from pathlib import Path
 
 import numpy as np
+import pytest
 from eval_helpers import eval_argv, sequences_folder
 
 from ebmtrack.cli.main import main
@@ -78,3 +80,23 @@ def test_result_files_are_readable_by_others(tmp_path, drift_tracker):
     for path in result_paths(tmp_path / "out", "drift", 0, "Seq0"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
     assert stat.S_IMODE((tmp_path / "out/results/drift/options.json").stat().st_mode) == 0o644
+
+
+PEERS = Path(__file__).resolve().parents[2] / ".." / "shared" / "peers"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (PEERS / "nanotrack_head_sim.onnx").is_file(), reason="no peer models")
+def test_the_reported_case_csrt_then_nanotrack_into_one_folder(tmp_path, monkeypatch, capsys):
+    # Once refused: "runs/eval3 holds csrt results made with options {}, not {'model_dir': ...}",
+    # and again with the folder spelled absolutely.
+    data = sequences_folder(tmp_path / "data", count=1)
+    monkeypatch.chdir(tmp_path)
+    peers = os.path.relpath(PEERS.resolve(), tmp_path)
+    assert main(eval_argv("data", "runs/eval3", "csrt", "--peer-models", peers)) == 0
+    flags = ["--peer-models", str(PEERS.resolve())]
+    assert main(eval_argv(data, tmp_path / "runs/eval3", "nanotrack,csrt", *flags)) == 0
+    assert read_options(tmp_path / "runs/eval3", "nanotrack") == {
+        "model_dir": str(PEERS.resolve())
+    }
+    assert "| nanotrack |" in capsys.readouterr().out
