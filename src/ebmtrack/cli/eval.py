@@ -15,20 +15,44 @@ from ebmtrack.cli.main import (
     check_output_folder,
     non_negative_int,
     positive_int,
-    resolve_device,
     threads,
 )
 from ebmtrack.cli.options import OPTION_HELP, add_option, parse_option
 from ebmtrack.cli.trackers import (
-    OURS,
     PEER_MODEL_TRACKERS,
     add_peer_models_argument,
+    check_tracker_options,
+    device_option,
     peer_models_check,
 )
 
 
 def _names(text: str) -> list[str]:
     return [n.strip() for n in text.split(",") if n.strip()]
+
+
+def _interval(text: str) -> tuple[int, int]:
+    """argparse type: ``LOW,HIGH`` with 1 <= LOW <= HIGH."""
+    low, comma, high = text.partition(",")
+    try:
+        interval = (int(low), int(high))
+    except ValueError:
+        interval = (0, 0)
+    if not comma or not 1 <= interval[0] <= interval[1]:
+        raise argparse.ArgumentTypeError(f"must be LOW,HIGH with 1 <= LOW <= HIGH, got {text!r}")
+    return interval
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """argparse type: ``K/N`` with 1 <= K <= N."""
+    k, slash, n = text.partition("/")
+    try:
+        shard = (int(k), int(n))
+    except ValueError:
+        shard = (0, 0)
+    if not slash or not 1 <= shard[0] <= shard[1]:
+        raise argparse.ArgumentTypeError(f"must be K/N with 1 <= K <= N, got {text!r}")
+    return shard
 
 
 def add_parser(subparsers) -> None:
@@ -48,11 +72,17 @@ def add_parser(subparsers) -> None:
         "uav123, lasot, got10k, trackingnet, vot, folder",
     )
     parser.add_argument(
-        "--trackers", required=True, type=_names, help="comma-separated tracker names"
+        "--trackers",
+        type=_names,
+        default=[],
+        help="comma-separated tracker names (any case); NAME@VARIANT files the results of NAME "
+        "with its own --option NAME@VARIANT.KEY=VALUE apart, e.g. atom,atom@s256",
     )
     add_out_argument(parser, "output folder (results/, report.md, metrics.json, plots)")
     parser.add_argument(
-        "--runs", type=positive_int, default=1, help="runs per sequence (default 1)"
+        "--runs",
+        type=positive_int,
+        help="runs per sequence (default 1; with --report-only: as many as OUT holds)",
     )
     parser.add_argument(
         "--workers",
@@ -95,6 +125,44 @@ def add_parser(subparsers) -> None:
         help="comma-separated sequences some model was trained on: marked in the report, which "
         "then opens with the scores over the other (unseen) sequences",
     )
+    parser.add_argument(
+        "--experiment",
+        choices=("ope", "supervised"),
+        default="ope",
+        help="ope: one pass from the first box (default); supervised: VOT's baseline "
+        "experiment, re-initialised 5 frames after each failure, scored by accuracy, "
+        "robustness and EAO",
+    )
+    parser.add_argument(
+        "--eao-interval",
+        type=_interval,
+        default=(100, 356),
+        metavar="LOW,HIGH",
+        help="sequence lengths EAO averages over (default 100,356: VOT2017/2018's; VOT2016 "
+        "108,371, VOT2019 46,291)",
+    )
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="score another tool's result files (pysot, pytracking or got10k folders) as "
+        "tracker NAME: copied into OUT/results/NAME/ and reported with the others; repeatable",
+    )
+    parser.add_argument(
+        "--shard",
+        type=_shard,
+        metavar="K/N",
+        help="run only share K of N (1 <= K <= N) of the (tracker, run, sequence) jobs into "
+        "OUT, no report; --report-only builds it once every share is done",
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="track nothing: score what OUT/results holds (every tracker there, or --trackers) "
+        "and write the report",
+    )
     add_progress_argument(parser)
     parser.set_defaults(
         func=run,
@@ -102,35 +170,98 @@ def add_parser(subparsers) -> None:
     )
 
 
-def _tracker_options(args: argparse.Namespace) -> dict[str, dict]:
+def _labels(names: list[str]) -> dict[str, str]:
+    """``--trackers`` names -> {label: registered name}: names are case-insensitive, and
+    ``NAME@VARIANT`` is tracker NAME filed as its own entry (ValueError for an unknown NAME,
+    with the closest one)."""
+    from ebmtrack.tracking.registry import canonical_name, get_factory
+
+    labels = {}
+    for text in names:
+        label = canonical_name(text)
+        base, at, variant = label.partition("@")
+        plain = variant.replace("-", "").replace("_", "").replace("+", "")
+        if at and not (plain.isalnum() and plain.isascii()):
+            raise CLIError(
+                f"--trackers {text!r}: a variant is NAME@VARIANT, VARIANT of letters, digits, "
+                "-, _ or +"
+            )
+        get_factory(base)
+        labels.setdefault(label, base)
+    return labels
+
+
+def _tracker_options(
+    args: argparse.Namespace, labels: dict[str, str]
+) -> tuple[dict[str, dict], dict[str, dict]]:
     """``--option atom.search_size=256 --weights w`` -> ``{"atom": {"search_size": 256,
-    "weights": Path("w")}}`` (one dict per tracker in ``--trackers``)."""
-    options: dict[str, dict] = {name: {} for name in args.trackers}
+    "weights": Path("w")}}`` (one dict per label of ``--trackers``), and the flag each option
+    came from (``{"atom": {"search_size": "--option atom.search_size=256"}}``)."""
+    from ebmtrack.tracking.registry import canonical_name
+
+    options: dict[str, dict] = {label: {} for label in labels}
+    origins: dict[str, dict] = {label: {} for label in labels}
     for item in args.option:
         target, value = parse_option(item, form="TRACKER.KEY=VALUE")
         tracker, dot, key = target.rpartition(".")
         if not (dot and tracker and key):
             raise CLIError(f"--option must look like TRACKER.KEY=VALUE, got {item!r}")
+        tracker = canonical_name(tracker)
         if tracker not in options:
             raise CLIError(f"--option {item!r}: {tracker!r} is not among --trackers")
         add_option(options[tracker], key, value, f"--option {item!r}")
+        origins[tracker][key] = f"--option {item}"
     if args.weights is not None:
-        for tracker in args.trackers:
-            add_option(options[tracker], "weights", args.weights, f"--weights for {tracker!r}")
-    return options
+        for label in labels:
+            add_option(options[label], "weights", args.weights, f"--weights for {label!r}")
+            origins[label]["weights"] = f"--weights {args.weights}"
+    return options, origins
+
+
+def _specs(args: argparse.Namespace, labels: dict[str, str], create: bool) -> tuple[list, dict]:
+    """One TrackerSpec per label, and with ``create`` what each is (its provenance): each is
+    built once, so that a missing model file or a bad option fails now, in one line."""
+    from ebmtrack.evaluation.provenance import tracker_provenance
+    from ebmtrack.evaluation.runner import TrackerSpec
+    from ebmtrack.tracking.registry import get_factory
+
+    specs, built = [], {}
+    options_of, origins = _tracker_options(args, labels)
+    for label, options in options_of.items():
+        name = labels[label]
+        if name in PEER_MODEL_TRACKERS:
+            if args.peer_models is not None:
+                options.setdefault("model_dir", args.peer_models)
+            elif create and not options:
+                peer_models_check(name, args.peer_models)
+        device = device_option(name, args.device)
+        if device is not None:
+            options.setdefault("device", device)
+            origins[label].setdefault("device", f"--device {args.device}")
+        check_tracker_options(name, options, origins[label])
+        spec = TrackerSpec(label, get_factory(name), options, tracker=name)
+        if create:
+            built[label] = tracker_provenance(spec.create())
+        specs.append(spec)
+    return specs, built
 
 
 def _command_line(args: argparse.Namespace) -> str:
     """The command that reproduces this evaluation, for the report."""
-    words = ["ebmtrack", "eval", args.dataset, "--trackers", ",".join(args.trackers)]
+    words = ["ebmtrack", "eval", args.dataset]
+    if args.trackers:
+        words += ["--trackers", ",".join(args.trackers)]
     words += ["--out", str(args.out)]
-    if args.runs != 1:
+    if args.runs is not None and args.runs != 1:
         words += ["--runs", str(args.runs)]
-    words += ["--workers", str(args.workers)]
+    if not args.report_only:
+        words += ["--workers", str(args.workers)]
     if args.threads is not None:
         words += ["--threads", str(args.threads)]
     for item in args.option:
         words += ["--option", item]
+    for item in args.imports:
+        words += ["--import", item]
     if args.weights is not None:
         words += ["--weights", str(args.weights)]
     for flag, value in (
@@ -143,70 +274,176 @@ def _command_line(args: argparse.Namespace) -> str:
     ):
         if value:
             words += [flag, str(value)]
+    if args.experiment != "ope":
+        words += ["--experiment", args.experiment]
+        if args.eao_interval != (100, 356):
+            words += ["--eao-interval", ",".join(map(str, args.eao_interval))]
+    if args.report_only:
+        words.append("--report-only")
     return " ".join(shlex.quote(w) for w in words)
+
+
+def _imports(args: argparse.Namespace, sequences) -> list[str]:
+    """Copy each ``--import NAME=DIR`` into OUT/results/NAME; returns the names."""
+    from ebmtrack.evaluation.foreign import import_results
+    from ebmtrack.tracking.registry import canonical_name
+
+    names = []
+    for item in args.imports:
+        name, eq, folder = item.partition("=")
+        name = canonical_name(name)
+        if not (eq and name and folder):
+            raise CLIError(f"--import must look like NAME=DIR, got {item!r}")
+        if name in names or name in (canonical_name(t) for t in args.trackers):
+            raise CLIError(f"--import {item!r}: {name!r} is named twice")
+        imported = import_results(Path(folder), args.out, name, sequences)
+        print(f"{name}: imported {imported.summary()}")
+        names.append(name)
+    return names
+
+
+def _report_names(out: Path, first: list[str]) -> list[str]:
+    """``first``, then every other tracker whose results ``out`` holds (an extended run)."""
+    results = out / "results"
+    found = sorted(p.name for p in results.iterdir() if (p / "options.json").is_file()) if (
+        results.is_dir()
+    ) else []
+    return list(dict.fromkeys([*first, *found]))
+
+
+def _runs_found(out: Path, names: list[str], experiment: str) -> int:
+    from ebmtrack.evaluation.results import PARAMETER_NAME, SUPERVISED_NAME, run_dir
+
+    parameter = SUPERVISED_NAME if experiment == "supervised" else PARAMETER_NAME
+    runs = 1
+    for name in names:
+        while run_dir(out, name, runs, parameter).is_dir():
+            runs += 1
+    return runs
 
 
 def run(args: argparse.Namespace) -> int:
     from ebmtrack.data.datasets import load_dataset, parse_dataset_spec
-    from ebmtrack.evaluation.packing import pack_got10k, pack_trackingnet
-    from ebmtrack.evaluation.report import evaluate_results, write_report
-    from ebmtrack.evaluation.runner import TrackerSpec, run_evaluation
-    from ebmtrack.evaluation.scoring import protocol_for
-    from ebmtrack.tracking.registry import accepted_options, check_options, get_factory
+    from ebmtrack.evaluation.runner import check_recorded_options, run_evaluation
 
-    if not args.trackers:
-        raise CLIError("--trackers needs at least one tracker name")
-    args.trackers = list(dict.fromkeys(args.trackers))
+    labels = _labels(args.trackers)
+    if not (labels or args.imports or args.report_only):
+        raise CLIError("--trackers needs at least one tracker name (or --import NAME=DIR)")
+    if args.report_only and (args.shard or args.imports):
+        raise CLIError("--report-only tracks and imports nothing: drop --shard and --import")
+    if args.experiment == "supervised":
+        unused = (("--pack", args.pack), ("--seen", args.seen), ("--import", args.imports))
+        for flag, value in unused:
+            if value:
+                raise CLIError(f"{flag}: not used by --experiment supervised")
     layout, root = parse_dataset_spec(args.dataset)
     sequences = load_dataset(args.dataset, split=args.split, sequences=args.sequences)
     unknown = sorted(set(args.seen) - {s.name for s in sequences})
     if unknown:
         raise CLIError(f"--seen names sequences not in the data set: {', '.join(unknown)}")
     check_output_folder(args.out)
-    specs = []
-    for name, options in _tracker_options(args).items():
-        if args.peer_models is not None and "model_dir" in accepted_options(name):
-            options.setdefault("model_dir", args.peer_models)
-        if name in PEER_MODEL_TRACKERS and not options:
-            peer_models_check(name, args.peer_models)
-        if args.device is not None and name in OURS:
-            options.setdefault("device", resolve_device(args.device))
-        check_options(name, options)
-        spec = TrackerSpec(name, get_factory(name), options)
-        spec.create()  # fail now, in one line, on missing model files or bad options
-        specs.append(spec)
-
+    specs, built = _specs(args, labels, create=not args.report_only)
+    runs = args.runs or 1
+    if args.report_only:
+        for spec in specs:
+            check_recorded_options(args.out, spec)
+        names = list(labels) or _report_names(args.out, [])
+        if not names:
+            raise CLIError(f"--out {args.out}: holds no results to report")
+        runs = args.runs or _runs_found(args.out, names, args.experiment)
+        return _report(args, layout, root, sequences, names, runs, failed=0)
+    imported = _imports(args, sequences)
     with threads(args.threads if args.workers == 0 else None):
         summary = run_evaluation(
             specs,
             sequences,
             args.out,
-            runs=args.runs,
+            runs=runs,
             workers=args.workers,
             progress=not args.no_progress,
             threads=args.threads,
+            shard=args.shard,
+            experiment=args.experiment,
         )
+    from ebmtrack.evaluation.provenance import record_provenance
+
+    for label, info in built.items():  # the options were accepted: results of these trackers
+        record_provenance(args.out, label, info)
+    done = (
+        f"{len(summary.done)} sequence runs done, {len(summary.skipped)} found from before, "
+        f"{len(summary.failed)} failed"
+    )
+    if args.shard:
+        k, n = args.shard
+        print(f"shard {k}/{n}: {done}; once every shard is done: the same command with "
+              "--report-only instead of --shard")
+        return 1 if summary.failed else 0
+    names = _report_names(args.out, [*labels, *imported])
+    return _report(args, layout, root, sequences, names, runs, len(summary.failed), done)
+
+
+def _produced_by(out: Path, names: list[str]) -> dict:
+    """What made each tracker's results (``results/NAME/provenance.json``; for an imported
+    folder, where it came from) and what scored them."""
+    from ebmtrack.evaluation.provenance import environment, read_provenance
+    from ebmtrack.evaluation.results import read_options
+
+    trackers = {}
+    for name in names:
+        options = read_options(out, name) or {}
+        trackers[name] = read_provenance(out, name) or (
+            [{"imported_from": options["imported_from"]}] if "imported_from" in options else []
+        )
+    return {"trackers": trackers, "scored_with": environment()}
+
+
+def _supervised_report(args, layout, root, sequences, names, runs, failed, done="") -> int:
+    from ebmtrack.evaluation.vot_report import (
+        evaluate_supervised,
+        supervised_table,
+        write_supervised_report,
+    )
+
+    scores, problems = evaluate_supervised(args.out, names, sequences, runs, args.eao_interval)
+    report = write_supervised_report(
+        scores, problems, args.out, f"{layout}:{root.name}", runs, args.eao_interval,
+        _command_line(args), produced_by=_produced_by(args.out, names),
+    )
+    print(supervised_table(scores))
+    print(f"{done}; report: {report}" if done else f"report: {report}")
+    return 1 if failed else 0
+
+
+def _report(args, layout, root, sequences, names, runs, failed, done="") -> int:
+    """Score ``names``' results in OUT, write the report (and packs), print the table."""
+    if args.experiment == "supervised":
+        return _supervised_report(args, layout, root, sequences, names, runs, failed, done)
+    from ebmtrack.evaluation.packing import pack_got10k, pack_trackingnet
+    from ebmtrack.evaluation.report import evaluate_results, overall_table, write_report
+    from ebmtrack.evaluation.scoring import protocol_for
+
     protocol = protocol_for(layout)
-    evaluations = evaluate_results(args.out, args.trackers, sequences, args.runs, protocol)
+    evaluations = evaluate_results(args.out, names, sequences, runs, protocol)
     report = write_report(
         evaluations,
         sequences,
         args.out,
         f"{layout}:{root.name}",
         protocol,
-        args.runs,
+        runs,
         _command_line(args),
         seen=args.seen,
+        produced_by=_produced_by(args.out, names),
     )
     if args.pack:
-        names = [s.name for s in sequences]
-        for name in args.trackers:
+        seq_names = [s.name for s in sequences]
+        for name in names:
             if args.pack == "got10k":
-                pack_got10k(args.out, name, names, args.runs, args.out / f"{name}_got10k.zip")
+                pack_got10k(args.out, name, seq_names, runs, args.out / f"{name}_got10k.zip")
             else:
-                pack_trackingnet(args.out, name, names, args.out / f"{name}_trackingnet.zip")
-    print(
-        f"{len(summary.done)} sequence runs done, {len(summary.skipped)} found from before, "
-        f"{len(summary.failed)} failed; report: {report}"
-    )
-    return 1 if summary.failed else 0
+                pack_trackingnet(args.out, name, seq_names, args.out / f"{name}_trackingnet.zip")
+    scorable = sum(1 for s in sequences if s.annotated()[1:].any())
+    if any(e.overall is not None for e in evaluations):
+        print(overall_table(evaluations, scorable))
+    print(f"{done}; report: {report}" if done else f"report: {report}")
+    return 1 if failed else 0

@@ -95,12 +95,19 @@ def add_device_argument(
 
 
 def resolve_device(name: str) -> str:
-    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; other names unchanged."""
-    if name != "auto":
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; ``cuda`` without a GPU is
+    refused with the one message every command gives (CLIError naming ``--device``)."""
+    if name == "cpu":
         return name
     import torch
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    if torch.cuda.is_available():
+        return "cuda"
+    if name == "cuda":
+        raise CLIError(
+            f"--device cuda: CUDA is not available (torch {torch.__version__} sees no GPU)"
+        )
+    return "cpu"
 
 
 def add_out_argument(
@@ -230,9 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "func", None) is None:
-        parser.print_help()
-        return 0
+    if getattr(args, "func", None) is None:  # no command: a usage error, as argparse's
+        parser.print_help(sys.stderr)
+        return EXIT_ERROR
     command = args.command
     # No OpenCV or FFmpeg chatter between our lines: what goes wrong with a video, a tracker
     # or a model file is reported by ebmtrack itself.
@@ -275,6 +282,25 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
+def console_main(argv: list[str] | None = None) -> int:
+    """The ``ebmtrack`` command: :func:`main` with the lines C libraries print to stderr
+    themselves (libjpeg, FFmpeg) held back (:mod:`ebmtrack.cli.native_output`); when some were,
+    and the command did not end in an error line, one warning says how many and the first."""
+    from ebmtrack.cli.native_output import filtered_stderr
+
+    words = sys.argv[1:] if argv is None else argv
+    command = next((w for w in words if w in SUBCOMMANDS), "")
+    with filtered_stderr() as held:
+        code = main(argv)
+    if held.count and code != EXIT_ERROR:
+        print(
+            f"ebmtrack {command}: warning: the image / video decoders reported damaged input "
+            f"{held.count} time(s), first: {held.first}",
+            file=sys.stderr,
+        )
+    return code
+
+
 def _notes(err: BaseException, default: str) -> str:
     notes = getattr(err, "__notes__", None) or ([default] if default else [])
     return "".join(f"; {note}" for note in notes)
@@ -283,6 +309,6 @@ def _notes(err: BaseException, default: str) -> str:
 if __name__ == "__main__":
     # Run as `python -m ebmtrack.cli.main`: use the importable module, so that its exception
     # classes are the ones the subcommands raise.
-    from ebmtrack.cli.main import main as _main
+    from ebmtrack.cli.main import console_main as _console_main
 
-    sys.exit(_main())
+    sys.exit(_console_main())

@@ -91,6 +91,69 @@ def _backbone_weights(backbone: str, args: argparse.Namespace) -> Path | None:
     return None
 
 
+def device_option(tracker: str, device: str | None) -> str | None:
+    """The ``device`` option of ``tracker`` from ``--device`` (None: leave the tracker's own).
+
+    One rule for ``track``, ``demo`` and ``eval``: a tracker that takes a ``device`` option
+    (ours) runs where ``--device`` says (``auto``: CUDA when there is a GPU); the others
+    (OpenCV's) run on the CPU, so ``--device cuda`` is refused for them and ``cpu`` / ``auto``
+    change nothing. ``cuda`` without a GPU is refused by
+    :func:`~ebmtrack.cli.main.resolve_device`, with the same message in every command.
+    """
+    from ebmtrack.tracking.registry import accepted_options
+
+    if device is None:
+        return None
+    resolved = resolve_device(device)
+    if "device" in accepted_options(tracker):
+        return resolved
+    if device == "cuda":
+        raise CLIError(f"--device cuda: tracker {tracker} runs on the CPU only")
+    return None
+
+
+def _concerns(message: str, key: str) -> bool:
+    return message.startswith(f"{key} ") or f" {key} " in message or f"option(s) {key}" in message
+
+
+def check_tracker_options(name: str, options: dict, origins: dict[str, str]) -> None:
+    """The registry's checks of ``options`` for tracker ``name`` (names, types, ranges, the
+    backbone's name), as CLIError naming the flag the wrong value came from: ``origins`` maps
+    an option to its flag, e.g. ``{"search_size": "--search-size 100"}``."""
+    from ebmtrack.models.backbones import backbone_names
+    from ebmtrack.tracking.registry import check_options
+
+    try:
+        check_options(name, options)
+        backbone = options.get("backbone")
+        if isinstance(backbone, str) and "backbone_weights" in _accepted(name):
+            if backbone not in backbone_names():
+                # the factories' message, word for word
+                raise ValueError(f"unknown backbone {backbone!r}; valid names: {backbone_names()}")
+    except ValueError as err:
+        message = str(err)
+        flag = next((origins[k] for k in origins if _concerns(message, k)), None)
+        if flag is None:
+            raise
+        raise CLIError(f"{flag}: {message}") from None
+
+
+def _accepted(name: str) -> set[str]:
+    from ebmtrack.tracking.registry import accepted_options
+
+    return accepted_options(name)
+
+
+FLAGS = {  # option -> the flag of track / demo that sets it
+    "backbone": "--backbone",
+    "weights": "--weights",
+    "backbone_weights": "--backbone-weights",
+    "device": "--device",
+    "search_size": "--search-size",
+    "backbone_runtime": "--onnx",
+}
+
+
 def tracker_settings(args: argparse.Namespace) -> tuple[str, dict]:
     """``(name, options)`` for :func:`ebmtrack.api.load_tracker` from the parsed flags.
 
@@ -100,19 +163,28 @@ def tracker_settings(args: argparse.Namespace) -> tuple[str, dict]:
     setting that cannot work (a DNN peer without its files, a backbone without weights, a
     missing weights file) and ``--peer-models`` for a tracker that reads no model files.
     """
-    name = args.tracker
-    device = getattr(args, "device", None)
+    from ebmtrack.tracking.registry import canonical_name, get_factory
+
+    name = canonical_name(args.tracker)
+    get_factory(name)  # an unknown name: one line with the closest one
     flags = {
         "backbone": args.backbone,
         "weights": args.weights,
         "backbone_weights": args.backbone_weights,
-        "device": None if device is None else resolve_device(device),
+        "device": device_option(name, getattr(args, "device", None)),
         "search_size": getattr(args, "search_size", None),
         "backbone_runtime": "onnx" if getattr(args, "onnx", False) else None,
     }
     options = {key: value for key, value in flags.items() if value is not None}
+    origins = {
+        key: FLAGS[key] if key == "backbone_runtime" else f"{FLAGS[key]} {value}"
+        for key, value in options.items()
+    }
     for item in getattr(args, "option", None) or []:
-        add_option(options, *parse_option(item), f"--option {item!r}")
+        key, value = parse_option(item)
+        add_option(options, key, value, f"--option {item!r}")
+        origins[key] = f"--option {item}"
+    check_tracker_options(name, options, origins)
     if name in PEER_MODEL_TRACKERS:
         if "model_dir" not in options:
             peer_models_check(name, args.peer_models)
@@ -122,11 +194,6 @@ def tracker_settings(args: argparse.Namespace) -> tuple[str, dict]:
         if args.peer_models is not None:
             raise CLIError(f"--peer-models: not used by --tracker {name}")
         return name, options
-    if options.get("device") == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise CLIError("--device cuda: CUDA is not available")
     if args.backbone_weights is not None and not args.backbone_weights.is_file():
         raise CLIError(f"--backbone-weights {args.backbone_weights}: file not found")
     backbone = options.get("backbone", "mobilenetv2")

@@ -14,6 +14,7 @@ from ebmtrack.cli.main import (
     check_output_folder,
     non_negative_int,
     positive_int,
+    resolve_device,
     threads,
 )
 
@@ -104,6 +105,8 @@ def add_parser(subparsers) -> None:
 
 def _flag_changes(args: argparse.Namespace) -> dict:
     """The config values given by dedicated flags, as a nested dict."""
+    if args.device == "cuda":
+        resolve_device(args.device)  # no GPU: the message every command gives
     trainer = {
         "epochs": args.epochs,
         "batch_size": args.batch_size,

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from scipy.signal import lfilter
 
 from ebmtrack.data.io import read_image
 
@@ -271,6 +270,18 @@ def _unit_outline(rng: np.random.Generator) -> np.ndarray:
     return 2.0 * (points - low) / (high - low) - 1.0
 
 
+def ar1_filter(noise: np.ndarray, smoothness: float, previous: np.ndarray) -> np.ndarray:
+    """(T, D) AR(1) sequence ``v[t] = noise[t] + smoothness * v[t - 1]`` from ``v[-1] =
+    previous`` (D,): the same numbers, to the bit, as ``scipy.signal.lfilter([1], [1,
+    -smoothness], noise, axis=0, zi=smoothness * previous[None])``."""
+    out = np.empty_like(noise, dtype=np.float64)
+    state = np.asarray(previous, dtype=np.float64)
+    for t in range(len(noise)):
+        state = noise[t] + smoothness * state
+        out[t] = state
+    return out
+
+
 def _random_walk(
     rng: np.random.Generator,
     num_steps: int,
@@ -291,7 +302,7 @@ def _random_walk(
     noise = rng.normal(
         0.0, step_std * math.sqrt(1 - smoothness**2), size=(num_steps - 1, start.size)
     )
-    velocity, _ = lfilter([1.0], [1.0, -smoothness], noise, axis=0, zi=smoothness * first[None])
+    velocity = ar1_filter(noise, smoothness, first)
     free = start + np.concatenate([np.zeros((1, start.size)), np.cumsum(velocity, axis=0)])
     span = np.maximum(np.asarray(high, dtype=np.float64) - low, 1e-12)
     folded = np.mod(free - low, 2 * span)

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from ebmtrack.data.datasets import Sequence, load_folder, read_boxes
 from ebmtrack.evaluation.plots import plot_success
+from ebmtrack.evaluation.provenance import environment, tracker_provenance
 from ebmtrack.evaluation.render import GifBudget, GifWriter, Mp4Writer, draw_track
 from ebmtrack.evaluation.scoring import OTB_PROTOCOL, score_run
 from ebmtrack.runtime import torch_threads
@@ -281,6 +282,8 @@ def run_demo(config: DemoConfig | None = None) -> DemoResult:
         "init_seconds": result.init_seconds,
         "torch_threads": config.threads,
         "cpu_count": os.cpu_count(),
+        # weights (sha256), precision, backbone runtime, versions: what made these numbers
+        "produced_by": {"tracker": tracker_provenance(tracker), "environment": environment()},
     }
     files["metrics"].write_text(json.dumps(metrics, indent=2) + "\n")
     return result

@@ -226,9 +226,11 @@ def write_report(
     runs: int,
     command: str = "",
     seen: Seq[str] = (),
+    produced_by: dict | None = None,
 ) -> Path:
     """Write ``report.md``, ``metrics.json``, ``success.png`` and ``precision.png`` to
-    ``out_dir``; returns the report's path.
+    ``out_dir``; returns the report's path. ``produced_by`` (what made the results: weights,
+    precision, runtime, versions) goes into ``metrics.json`` as it is.
 
     ``seen``: names of sequences some evaluated model was trained on. They are marked in the
     per-sequence tables, and the report opens with the overall table and success plot
@@ -237,6 +239,8 @@ def write_report(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     data = metrics_dict(evaluations, dataset, protocol, runs, seen)
+    if produced_by is not None:
+        data["produced_by"] = produced_by
     (out_dir / "metrics.json").write_text(json.dumps(data, indent=1) + "\n")
     scored = [e for e in evaluations if e.overall is not None]
     if scored:

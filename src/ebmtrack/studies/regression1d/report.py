@@ -167,7 +167,8 @@ def plot_densities(
             if record is not None:
                 f = model_log_density_grid(_load_model(run_dir, record), IMAGE_GRID)
                 density = torch.softmax(torch.from_numpy(f), dim=1).numpy()
-                panels.append((f"{method} (D_KL {record['kl']:.3f})", density))
+                # that run's D_KL, not the mean over runs of the tables: say so
+                panels.append((f"{method} (best run: D_KL {record['kl']:.3f})", density))
         cols = min(len(panels) + 1, 4)
         rows = math.ceil((len(panels) + 1) / cols)
         fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.9 * rows), squeeze=False)

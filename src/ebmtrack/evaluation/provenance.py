@@ -1,0 +1,118 @@
+"""What produced a results file: the software's versions and, per tracker, its weights (sha256),
+precision, backbone runtime and device. ``metrics.json`` of ``ebmtrack demo`` and of
+``ebmtrack eval`` carry it, so that two numbers that differ can be traced to their cause."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+__all__ = ["environment", "record_provenance", "read_provenance", "tracker_provenance"]
+
+_PACKAGES = ("ebmtrack", "torch", "onnxruntime", "opencv-contrib-python-headless", "numpy")
+_CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "neon")
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def environment() -> dict:
+    """Versions of Python and the packages that compute the numbers (torch, ONNX Runtime,
+    OpenCV, numpy), the machine and its CPU's vector instructions that change speed or
+    precision (bfloat16, int8)."""
+    import cv2
+
+    versions = {name: _version(name) for name in _PACKAGES}
+    versions["opencv"] = cv2.__version__  # whichever OpenCV build is imported
+    versions.pop("opencv-contrib-python-headless")
+    info = {"python": platform.python_version(), **versions, "machine": platform.machine()}
+    if "torch" in sys.modules:
+        info["torch_cuda"] = sys.modules["torch"].version.cuda
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        flags = next(
+            (line.split(":", 1)[1].split() for line in cpuinfo.read_text().splitlines()
+             if line.startswith(("flags", "Features"))),
+            [],
+        )
+        info["cpu_flags"] = [f for f in _CPU_FLAGS if f in flags]
+    return info
+
+
+def _file_sha256(path) -> str | None:
+    path = Path(path)
+    if not path.is_file():
+        return None
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def tracker_provenance(tracker) -> dict:
+    """What a built tracker computes with: its class; for ours the backbone, the sha256 of its
+    weights file, precision, backbone runtime, device and a sha256 of each head's weights (the
+    state dict's names and values: the same weights give the same hash, whatever file held
+    them); for OpenCV's DNN trackers the sha256 of their model files."""
+    info = {"class": type(tracker).__name__}
+    backbone = getattr(tracker, "backbone", None)
+    if backbone is not None:
+        info["backbone"] = getattr(backbone, "name", type(backbone).__name__)
+        info["backbone_weights_sha256"] = getattr(backbone, "weights_sha256", None)
+    params = getattr(tracker, "params", None)
+    if params is not None:
+        dtype = getattr(tracker, "dtype", None)
+        info["precision"] = str(dtype).replace("torch.", "") if dtype is not None else getattr(
+            params, "precision", None
+        )
+        info["backbone_runtime"] = getattr(tracker, "backbone_runtime", None) or getattr(
+            params, "backbone_runtime", None
+        )
+        info["device"] = str(getattr(tracker, "device", getattr(params, "device", "cpu")))
+    heads = {}
+    for attr in ("iou_net", "box_head", "classifier"):
+        module = getattr(tracker, attr, None)
+        if module is not None and hasattr(module, "state_dict"):
+            from ebmtrack.models.backbones.onnx_runtime import state_dict_sha256
+
+            heads[attr] = state_dict_sha256(module)
+    if heads:
+        info["heads_state_sha256"] = heads
+    files = getattr(tracker, "_model_files", None)
+    if files:
+        info["model_files_sha256"] = {k: _file_sha256(v) for k, v in sorted(files.items())}
+    return info
+
+
+def record_provenance(out_dir: str | Path, name: str, tracker_info: dict) -> dict:
+    """Add ``tracker_info`` (:func:`tracker_provenance` of the tracker filed as ``name``) and
+    this environment to ``OUT/results/NAME/provenance.json`` (a list: one entry per distinct
+    setting that wrote results there, e.g. shares run on machines with other versions); returns
+    the entry."""
+    entry = {"tracker": tracker_info, "environment": environment()}
+    path = Path(out_dir) / "results" / name / "provenance.json"
+    entries = read_provenance(out_dir, name)
+    if entry not in entries:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps([*entries, entry], indent=1) + "\n")
+        tmp.replace(path)
+    return entry
+
+
+def read_provenance(out_dir: str | Path, name: str) -> list[dict]:
+    """The entries :func:`record_provenance` wrote for ``name`` (empty when none)."""
+    path = Path(out_dir) / "results" / name / "provenance.json"
+    if not path.is_file():
+        return []
+    try:
+        entries = json.loads(path.read_text())
+    except ValueError:
+        return []
+    return entries if isinstance(entries, list) else []

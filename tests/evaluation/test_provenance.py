@@ -1,0 +1,53 @@
+"""Every results file records what produced it: weights (sha256), precision, backbone runtime,
+device, and the versions of torch, ONNX Runtime and OpenCV."""
+
+import json
+
+import cv2
+import pytest
+import torch
+from eval_helpers import eval_argv, sequences_folder
+
+import ebmtrack
+from ebmtrack.cli.main import main
+from ebmtrack.evaluation.demo import DemoConfig, run_demo
+from ebmtrack.evaluation.provenance import environment, tracker_provenance
+from ebmtrack.weights import shipped_backbone_weights
+
+
+def test_the_environment_names_the_versions():
+    info = environment()
+    assert info["torch"] in torch.__version__
+    assert info["opencv"] == cv2.__version__ and info["onnxruntime"]
+    assert info["ebmtrack"] and info["python"] and "cpu_flags" in info
+
+
+@pytest.mark.slow
+def test_a_tracker_of_ours_names_its_weights_precision_and_runtime():
+    tracker = ebmtrack.load_tracker("atom", precision="float32", backbone_runtime="torch")
+    info = tracker_provenance(tracker)
+    assert info["backbone"] == "mobilenetv2"
+    assert info["backbone_weights_sha256"] == shipped_backbone_weights("mobilenetv2")[1]
+    assert info["precision"] == "float32" and info["backbone_runtime"] == "torch"
+    assert info["device"] == "cpu"
+    polished = tracker_provenance(ebmtrack.load_tracker("atom-polished", precision="float32"))
+    assert len(polished["heads_state_sha256"]["iou_net"]) == 64
+
+
+def test_demo_and_eval_metrics_record_what_made_them(tmp_path, drift_tracker):
+    config = DemoConfig(tmp_path / "demo", tracker="kcf", max_frames=3, video=False, progress=False)
+    run_demo(config)
+    demo = json.loads((tmp_path / "demo/metrics.json").read_text())["produced_by"]
+    assert demo["tracker"]["class"] == "OpenCVTracker"
+    assert demo["environment"]["opencv"] == cv2.__version__
+    data = sequences_folder(tmp_path / "data", count=1)
+    assert main(eval_argv(data, tmp_path / "out", "drift,kcf")) == 0
+    produced = json.loads((tmp_path / "out/metrics.json").read_text())["produced_by"]
+    (entry,) = produced["trackers"]["drift"]
+    assert entry["tracker"]["class"] == "DriftTracker" and entry["environment"]["torch"]
+    assert produced["trackers"]["kcf"][0]["tracker"]["class"] == "OpenCVTracker"
+    assert produced["scored_with"]["numpy"]
+    # A second call with the same setting adds no entry.
+    assert main(eval_argv(data, tmp_path / "out", "drift")) == 0
+    again = json.loads((tmp_path / "out/metrics.json").read_text())["produced_by"]
+    assert again["trackers"]["drift"] == [entry]
