@@ -77,6 +77,17 @@ def test_score_long_term_perfect_and_blind_trackers():
     # A tracker without scores (NaN) predicts at every threshold: the same numbers.
     nan = LongTermRun(boxes, np.full(10, np.nan), np.array(["x"] * 10), np.ones(10))
     assert score_long_term([(sequence, nan)]).f_score == pytest.approx(0.8)
+    # Lost frames are no prediction, whatever their score: reporting lost while absent is
+    # perfect too, and lost on a present frame (frame 7) costs recall: Pr 1, Re 5/6.
+    statuses = np.where(visible, "normal", "lost")
+    lost = LongTermRun(boxes, np.full(10, 0.5), statuses, np.ones(10))
+    assert score_long_term([(sequence, lost)]).f_score == pytest.approx(1.0)
+    statuses[7] = "lost"
+    late = score_long_term(
+        [(sequence, LongTermRun(boxes, np.full(10, 0.5), statuses, np.ones(10)))]
+    )
+    assert late.f_score == pytest.approx(2 * (5 / 6) / (1 + 5 / 6))
+    assert late.reacquire == [1.0]
     # Curves are averaged over sequences before F: a second, all-present sequence.
     other = _sequence("o", np.array([[0.0, 0, 10, 10]] * 4), np.ones(4, dtype=bool))
     run = LongTermRun(other.ground_truth, np.full(4, 0.5), np.array(["x"] * 4), np.ones(4))

@@ -1,8 +1,10 @@
 """Long-term tracking scores, as VOT-LT computes them, and a one-pass run that keeps them.
 
 A long-term tracker reports a box and a confidence per frame; the prediction counts at a
-threshold ``tau`` where the confidence is >= ``tau`` (here the tracker's ``score``; a NaN score,
-a tracker without one, always counts). With ``O_t`` the IoU of the box with the ground truth
+threshold ``tau`` where the confidence is >= ``tau``. The confidence is the tracker's ``score``;
+a NaN score (a tracker without one) always counts, and a frame reported with status ``lost``
+never does: the tracker says the target is not there, as a VOT-LT tracker reports an empty
+region (its box is only its best guess). With ``O_t`` the IoU of the box with the ground truth
 where the target is present and 0 where it is absent:
 
 - tracking precision ``Pr(tau)``: the mean of ``O_t`` over the frames predicted at ``tau``
@@ -83,10 +85,12 @@ def track_long_term(
     return LongTermRun(boxes, scores, statuses.astype(str), times)
 
 
-def confidences(scores: np.ndarray) -> np.ndarray:
-    """Scores (N,) as confidences: NaN (no score) becomes +inf, a prediction at every tau."""
+def confidences(scores: np.ndarray, statuses: np.ndarray) -> np.ndarray:
+    """Scores (N,) as confidences: NaN (no score) becomes +inf, a prediction at every tau; a
+    frame whose status is ``lost`` -inf, a prediction at none."""
     scores = np.asarray(scores, dtype=np.float64)
-    return np.where(np.isnan(scores), np.inf, scores)
+    scores = np.where(np.isnan(scores), np.inf, scores)
+    return np.where(np.asarray(statuses) == "lost", -np.inf, scores)
 
 
 def determine_thresholds(scores: np.ndarray, resolution: int = 100) -> np.ndarray:
@@ -108,11 +112,12 @@ def precision_recall(
     Args:
         overlaps: (N,) IoU with the ground truth, 0 where the target is absent.
         present: (N,) bool, the target is in the frame.
-        confidence: (N,) the tracker's confidence (+inf: always predicted).
+        confidence: (N,) the tracker's confidence (+inf: always predicted, -inf: never).
         thresholds: (T,).
     """
     overlaps = np.where(present, overlaps, 0.0)
-    predicted = confidence[None, :] >= np.asarray(thresholds)[:, None]  # (T, N)
+    # A confidence of -inf (a lost frame) is a prediction at no threshold, -inf included.
+    predicted = (confidence[None, :] >= np.asarray(thresholds)[:, None]) & (confidence > -np.inf)
     count = predicted.sum(axis=1)
     total = (predicted * overlaps[None, :]).sum(axis=1)
     precision = np.where(count > 0, total / np.maximum(count, 1), 1.0)
@@ -134,9 +139,11 @@ def frames_to_reacquire(
     min_iou: float = REACQUIRE_IOU,
 ) -> list[float]:
     """For each return of the target (present after absent), the frames until the first frame
-    from it on that is predicted at ``threshold`` with IoU >= ``min_iou``; inf if none."""
+    from it on that is predicted at ``threshold`` with IoU >= ``min_iou``; inf if none.
+    (``threshold`` -inf: frames with confidence -inf, the lost ones, still do not count.)"""
     present = np.asarray(present, dtype=bool)
-    hits = np.flatnonzero(present & (confidence >= threshold) & (overlaps >= min_iou))
+    predicted = (confidence >= threshold) & (confidence > -np.inf)
+    hits = np.flatnonzero(present & predicted & (overlaps >= min_iou))
     returns = np.flatnonzero(present[1:] & ~present[:-1]) + 1
     delays = []
     for index in returns:
@@ -185,7 +192,7 @@ def _per_frame(run: LongTermRun, sequence: Sequence) -> tuple[np.ndarray, ...]:
     present = sequence.annotated()[1:]
     truth = np.where(present[:, None], sequence.ground_truth[1:], 0.0)
     overlaps = np.where(present, M.box_iou(run.boxes[1:], truth), 0.0)
-    return overlaps, present, confidences(run.scores[1:])
+    return overlaps, present, confidences(run.scores[1:], run.statuses[1:])
 
 
 def score_long_term(
