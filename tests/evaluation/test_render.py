@@ -11,6 +11,7 @@ from ebmtrack.evaluation.render import (
     box_corners,
     draw_track,
 )
+from ebmtrack.tracking.base import TrackStatus
 
 GREEN = np.array(STATUS_COLOURS["normal"], dtype=np.uint8)
 
@@ -59,7 +60,9 @@ def test_ground_truth_white_and_gray_frames_become_rgb():
 
 def test_bad_status_or_frame_raise():
     with pytest.raises(ValueError, match="status must be one of"):
-        draw_track(np.zeros((10, 10, 3), np.uint8), (1, 1, 3, 3), status="lost")
+        draw_track(np.zeros((10, 10, 3), np.uint8), (1, 1, 3, 3), status="gone")
+    for status in TrackStatus:  # every status a tracker reports can be drawn
+        draw_track(np.zeros((10, 10, 3), np.uint8), (1, 1, 3, 3), status=status.value)
     with pytest.raises(ValueError, match="frame must be uint8"):
         draw_track(np.zeros((10, 10, 3), np.float32), (1, 1, 3, 3))
 

@@ -22,6 +22,7 @@ STATUS_COLOURS: dict[str, tuple[int, int, int]] = {
     "uncertain": (255, 170, 0),
     "hard_negative": (255, 90, 0),
     "not_found": (230, 30, 30),
+    "lost": (160, 160, 160),
 }
 GROUND_TRUTH_COLOUR: tuple[int, int, int] = (255, 255, 255)
 

@@ -21,6 +21,7 @@ __all__ = [
     "CLASSIFIER_ONLY",
     "GATED",
     "POLISHED",
+    "build_atom",
     "create_atom_tracker",
 ]
 
@@ -81,11 +82,24 @@ def create_atom_tracker(
             weights made for another backbone, or a CUDA device on a machine without one.
         FileNotFoundError: a weights file that does not exist.
     """
-    unknown = sorted(set(params) - set(AtomParams.names()))
+    return build_atom(AtomTracker, AtomParams, weights, backbone, backbone_weights, params)
+
+
+def build_atom(
+    tracker_type: type[AtomTracker],
+    params_type: type[AtomParams],
+    weights: str | Path | None,
+    backbone: str,
+    backbone_weights: str | Path | None,
+    params: dict,
+) -> AtomTracker:
+    """:func:`create_atom_tracker` for a subclass of :class:`AtomTracker` and its parameters
+    (a subclass of :class:`AtomParams`): checks, IoU-Net and backbone as there."""
+    unknown = sorted(set(params) - set(params_type.names()))
     if unknown:
-        valid = ", ".join(name for name in AtomParams.names() if name != "backbone")
+        valid = ", ".join(name for name in params_type.names() if name != "backbone")
         raise ValueError(f"unknown ATOM parameter(s) {unknown}; valid: {valid}")
-    atom_params = AtomParams(backbone=backbone, **params)
+    atom_params = params_type(backbone=backbone, **params)
     if atom_params.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {atom_params.device!r} requested but CUDA is not available")
     if backbone not in backbone_names():
@@ -110,7 +124,7 @@ def create_atom_tracker(
                 f"{weights} holds an IoU-Net for backbone {made_for!r}, not {backbone!r}"
             )
     net = create_backbone(backbone, pretrained=backbone_weights is None, weights=backbone_weights)
-    return AtomTracker(net, iou_net, atom_params)
+    return tracker_type(net, iou_net, atom_params)
 
 
 ATOM = TrackerVariant(

@@ -1,0 +1,123 @@
+"""Long-term tracking: deciding that the target is lost, searching the frame for it, and taking
+it back (shared by any search-region tracker; ``atom-lt`` is :mod:`ebmtrack.tracking.atom.
+longterm`).
+
+A long-term tracker is in one of two modes:
+
+- **tracking**: the short-term tracker runs unchanged. When :func:`is_lost` holds for
+  ``lost_after`` frames in a row, the tracker turns **lost**.
+- **lost**: the models are frozen (no sample is stored, the classifier is not trained) and the
+  state (centre, size) stays where the target was last seen. Each frame, at most
+  ``lost_crops`` search regions of the usual size go through the backbone in one batch: the one
+  at the last position, and ``lost_crops - 1`` tiles of a grid covering the whole frame, taken in
+  order of their distance from the last position (:func:`tile_centers`, :class:`LostSearch`): the
+  region searched grows ring by ring until it is the whole frame, then the round starts again.
+  The online classifier scores every crop; its best peak over all of them is the candidate.
+  When :func:`is_found` holds for the candidate, the target is re-acquired: the state moves there
+  and tracking (with its updates) resumes.
+
+The decisions are two functions of one number per frame, the classifier's peak score, so that a
+calibrated confidence can replace it without changing the mode logic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ebmtrack.tracking.base import TrackResult, TrackStatus
+
+__all__ = ["LongTermParams", "LostSearch", "is_found", "is_lost", "tile_centers"]
+
+
+@dataclass(frozen=True)
+class LongTermParams:
+    """The long-term mode's parameters (mixed into a tracker's parameter dataclass).
+
+    Attributes:
+        lost_after: frames in a row for which :func:`is_lost` holds before the tracker turns lost.
+        redetect_threshold: while lost, the classifier's best peak over the searched crops must
+            reach this to re-acquire the target (the short-term test is
+            ``target_not_found_threshold``).
+        lost_crops: search regions per lost frame (the cost bound: one backbone batch of this
+            many crops), the one at the last position included; >= 2.
+        tile_overlap: overlap of neighbouring whole-frame tiles, as a fraction of their side.
+    """
+
+    lost_after: int = 1
+    redetect_threshold: float = 0.4
+    lost_crops: int = 4
+    tile_overlap: float = 0.25
+
+    def check_long_term(self) -> None:
+        """Raise ValueError naming the first field out of range."""
+        if not (isinstance(self.lost_after, int) and self.lost_after >= 1):
+            raise ValueError(f"lost_after must be a positive int, got {self.lost_after!r}")
+        if not (isinstance(self.lost_crops, int) and self.lost_crops >= 2):
+            raise ValueError(f"lost_crops must be an int >= 2, got {self.lost_crops!r}")
+        if not 0 <= self.tile_overlap < 1:
+            raise ValueError(f"tile_overlap must be in [0, 1), got {self.tile_overlap!r}")
+        if not math.isfinite(self.redetect_threshold):
+            raise ValueError(
+                f"redetect_threshold must be a finite number, got {self.redetect_threshold!r}"
+            )
+
+
+def is_lost(result: TrackResult) -> bool:
+    """Whether a tracked frame's result says the target is gone: the short-term tracker's own
+    not-found test (its classifier's peak below ``target_not_found_threshold``)."""
+    return result.status == TrackStatus.NOT_FOUND
+
+
+def is_found(score: float, params: LongTermParams) -> bool:
+    """Whether a lost tracker's best candidate, of peak ``score``, is taken as the target."""
+    return score >= params.redetect_threshold
+
+
+def _axis_centers(length: float, side: float, overlap: float) -> np.ndarray:
+    if side >= length:
+        return np.array([length / 2.0])
+    count = math.ceil((length - side) / (side * (1.0 - overlap))) + 1
+    return np.linspace(side / 2.0, length - side / 2.0, count)
+
+
+def tile_centers(frame_size: tuple[int, int], side: float, overlap: float = 0.25) -> np.ndarray:
+    """Centres (T, 2) in frame px of square tiles of ``side`` px covering a (W, H) frame, with
+    neighbours overlapping by at least ``overlap * side`` (one tile along an axis shorter than
+    ``side``, centred on it). Row-major, top-left first."""
+    width, height = frame_size
+    xs = _axis_centers(float(width), side, overlap)
+    ys = _axis_centers(float(height), side, overlap)
+    return np.stack(np.meshgrid(xs, ys), axis=-1).reshape(-1, 2)
+
+
+class LostSearch:
+    """Which search regions a lost tracker looks at, frame after frame.
+
+    Frame ``n`` of being lost (0-based) searches the last position and tiles
+    ``n * (B - 1) ... (n + 1) * (B - 1) - 1`` (mod T) of the frame's tiles sorted by distance
+    from the last position, B = ``crops``, T the number of tiles; every tile at most once per
+    frame, so the whole frame is covered every ``ceil(T / (B - 1))`` frames.
+    """
+
+    def __init__(self, crops: int, overlap: float) -> None:
+        self.crops = crops
+        self.overlap = overlap
+        self.frames = 0
+
+    def reset(self) -> None:
+        """Start a new loss: the next frame searches the nearest tiles first."""
+        self.frames = 0
+
+    def centers(self, frame_size: tuple[int, int], center: np.ndarray, side: float) -> np.ndarray:
+        """The (B', 2) centres to search in this frame, B' <= ``crops``; the last position
+        ``center`` first. Advances to the next frame."""
+        tiles = tile_centers(frame_size, side, self.overlap)
+        order = np.argsort(np.linalg.norm(tiles - center, axis=1), kind="stable")
+        per_frame = min(self.crops - 1, len(tiles))
+        first = self.frames * per_frame
+        picked = tiles[order[(first + np.arange(per_frame)) % len(tiles)]]
+        self.frames += 1
+        return np.concatenate([np.asarray(center, dtype=np.float64)[None], picked])
