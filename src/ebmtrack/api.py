@@ -14,6 +14,10 @@ def load_tracker(name: str = "atom", threads: int | None = None, **options) -> T
     >>> tracker.initialize(first_frame, (x, y, w, h))
     >>> result = tracker.track(next_frame)                  # result.box, .score, .status
 
+    Frames are **RGB** uint8 (H, W, 3), or grayscale (H, W). OpenCV reads BGR: convert
+    (``cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)``), or use the OpenCV-style classes
+    (``ebmtrack.TrackerATOM.create()``, :mod:`ebmtrack.tracking.cv_style`), which take BGR.
+
     Args:
         name: ``atom`` (the default), ``atom-iounet``, ``dimp-nce+`` (ours, docs/architecture.md
             lists what each is) or one of OpenCV's (``csrt``, ``kcf``, ``nanotrack``, ...).
