@@ -140,3 +140,32 @@ def test_load_multi_tracker_checks_options_first():
     assert len(multi.targets) == 3
     with pytest.raises(ValueError, match="takes no option"):
         ebmtrack.load_multi_tracker("kcf", search_size=96)
+
+
+@pytest.mark.slow
+def test_dimp_with_its_box_head_gets_the_boxes_it_gets_alone(backbone):
+    from ebmtrack.models.dimp import DiMPClassifier, DiMPConfig
+    from ebmtrack.models.serialization import load_model
+    from ebmtrack.tracking.dimp import DiMPParams, DiMPTracker
+    from ebmtrack.weights import nce_box_head
+
+    path = nce_box_head("mobilenetv2")
+    if path is None:
+        pytest.skip("the NCE+ box head does not ship with this installation")
+    head = load_model(path, expected="AtomIoUNet").requires_grad_(False)
+    torch.manual_seed(0)
+    classifier = DiMPClassifier(DiMPConfig.for_backbone(backbone)).eval()
+    params = DiMPParams(search_size=128, target_not_found_threshold=-1e9)  # every frame refines
+    frames = moving_targets(4)
+
+    def build():
+        return DiMPTracker(backbone, classifier, head, params)
+
+    multi = MultiTargetTracker(build)
+    multi.initialize(frames[0], BOXES[:2])
+    together = [multi.track(frame) for frame in frames[1:]]
+    for index, box in enumerate(BOXES[:2]):
+        alone = build()
+        alone.initialize(frames[0], box)
+        for results, frame in zip(together, frames[1:]):
+            np.testing.assert_allclose(results[index].box, alone.track(frame).box, atol=1e-6)

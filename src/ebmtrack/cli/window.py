@@ -75,7 +75,8 @@ def select_boxes(frame) -> list[tuple[float, float, float, float]]:
     cv2 = backend()
     title = f"{WINDOW}: draw the box(es), Enter after each, Esc when done"
     try:
-        rois = cv2.selectROIs(title, cv2.cvtColor(frame, cv2.COLOR_RGB2BGR), False)
+        image = frame if frame.ndim == 2 else cv2.cvtColor(frame, cv2.COLOR_RGB2BGR)
+        rois = cv2.selectROIs(title, image, False)
     except Exception as err:  # cv2.error: no display
         raise CLIError(f"--init select: cannot open a window: {_first_line(err)}") from None
     finally:
