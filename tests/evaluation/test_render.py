@@ -128,3 +128,17 @@ def test_label_names_the_box():
     labelled = draw_track(frame, (30, 30, 20, 20), 0.5, label="#2")
     assert not np.array_equal(plain, labelled)
     assert np.array_equal(plain[30:], labelled[30:])  # only the text above the box differs
+
+
+def test_webm_is_vp8_and_opencv_says_nothing(tmp_path, capfd):
+    with VideoWriter(tmp_path / "v.webm", 10, (64, 48)) as writer:
+        for value in (0, 120, 240):
+            writer.write(np.full((48, 64, 3), value, np.uint8))
+    assert writer.codec == "VP80" and writer.note is None
+    assert capfd.readouterr().err == ""  # FFmpeg's "tag ... is not supported" kept off stderr
+    capture = cv2.VideoCapture(str(tmp_path / "v.webm"))
+    frames = 0
+    while capture.read()[0]:
+        frames += 1
+    capture.release()
+    assert frames == 3

@@ -14,9 +14,10 @@ WINDOW = "ebmtrack track"
 QUIT_KEYS = (ord("q"), 27)  # q, Esc
 
 GUI_MISSING = (
-    "{flag} needs OpenCV with windows; this is the headless build: swap it for the GUI build "
-    "as docs/live.md says (pip uninstall -y opencv-contrib-python-headless && "
-    "pip install 'ebmtrack[gui]')"
+    "{flag} needs OpenCV with windows; this is the headless build. Swap it for the GUI build "
+    "(docs/live.md): pip install 'ebmtrack[gui]' && pip uninstall -y "
+    "opencv-contrib-python-headless && pip install --force-reinstall --no-deps "
+    "opencv-contrib-python"
 )
 
 

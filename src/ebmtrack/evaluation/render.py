@@ -9,7 +9,10 @@ never inside the box by more than the line width.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,6 +133,25 @@ VIDEO_CODECS: dict[str, tuple[str, ...]] = {
 BROWSER_CODECS = ("avc1", "VP80", "VP90")
 
 
+@contextlib.contextmanager
+def _native_stderr_silenced():
+    """File descriptor 2 sent to /dev/null for the block: OpenCV's FFmpeg backend prints some
+    complaints with C's stdio, past its log level (e.g. WebM's "tag ... is not supported")."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _open_video_writer(path: Path, codec: str, fps: float, size: tuple[int, int]):
     """A cv2.VideoWriter with ``codec``, or None when this OpenCV cannot encode it (OpenCV's
     and FFmpeg's complaints silenced: a missing codec is an answer here, not an error)."""
@@ -138,7 +160,9 @@ def _open_video_writer(path: Path, codec: str, fps: float, size: tuple[int, int]
     if logging is not None:
         logging.setLogLevel(logging.LOG_LEVEL_SILENT)
     try:
-        writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*codec), float(fps), size)
+        with _native_stderr_silenced():
+            fourcc = cv2.VideoWriter_fourcc(*codec)
+            writer = cv2.VideoWriter(str(path), fourcc, float(fps), size)
     finally:
         if logging is not None:
             logging.setLogLevel(level)
