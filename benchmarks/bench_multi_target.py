@@ -10,8 +10,10 @@ first), one after the other, so that they meet about the same load; FPS are vide
 second with all N targets tracked. Float32 is forced (most CPUs have no bfloat16), so the
 backbone runs in ONNX Runtime's int8 model on a CPU (``--runtime`` to change). "start" is the
 seconds to build the trackers and initialize every target (one set of networks against N).
+``--memory`` adds the resident memory of a fresh process per mode and N, after building,
+initializing and tracking one frame.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_multi_target.py --frames 40
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_multi_target.py --frames 40 [--memory]
 
 Prints a table and the 1-minute load average before each row; results go to
 ``runs/bench_multi_target.json``.
@@ -104,6 +106,52 @@ def measure(count: int, frames, first, boxes, options: dict, warmup: int) -> dic
     }
 
 
+def resident_mib() -> float:
+    text = Path("/proc/self/status").read_text()
+    return int(text.split("VmRSS:", 1)[1].split()[0]) / 1024
+
+
+def memory_child(mode: str, count: int, options: dict) -> None:
+    """Print the resident memory (MiB) after building ``count`` targets' trackers in ``mode``
+    (``one`` pass or ``separate``), initializing them and tracking one frame."""
+    import ebmtrack
+    from ebmtrack.evaluation.demo import demo_sequence
+
+    sequence = demo_sequence(2)
+    first, second = sequence.frame(0), sequence.frame(1)
+    boxes = target_boxes(np.asarray(sequence.init_box, dtype=np.float64), first.shape, count)
+    alive = []  # every tracker stays alive until the memory is read
+    if mode == "one":
+        alive.append(ebmtrack.load_multi_tracker("atom", threads=1, **options))
+        alive[0].initialize(first, boxes)
+        alive[0].track(second)
+    else:
+        for box in boxes:
+            alive.append(ebmtrack.load_tracker("atom", threads=1, **options))
+            alive[-1].initialize(first, box)
+            alive[-1].track(second)
+    print(f"{resident_mib():.0f} MiB, {len(alive)} tracker object(s)")
+
+
+def memory_rows(counts, options: dict) -> list[dict]:
+    """Resident memory of a fresh process per (mode, N)."""
+    import subprocess
+    import sys
+
+    rows = []
+    for count in counts:
+        row = {"targets": count}
+        for mode in ("one", "separate"):
+            command = [sys.executable, __file__, "--memory-child", f"{mode}:{count}",
+                       "--runtime", options["backbone_runtime"],
+                       "--search-size", str(options["search_size"])]  # fmt: skip
+            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            row[f"{mode}_mib"] = float(done.stdout.splitlines()[-1].split()[0])
+        rows.append(row)
+        print(f"| {count} | {row['one_mib']:.0f} | {row['separate_mib']:.0f} |", flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--frames", type=int, default=40, help="frames tracked after the first")
@@ -112,18 +160,27 @@ def main() -> None:
     parser.add_argument("--search-size", type=int, default=288)
     parser.add_argument("--runtime", default="auto", help="backbone_runtime option")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench_multi_target.json")
+    parser.add_argument(
+        "--memory", action="store_true", help="also the resident memory, a fresh process each"
+    )
+    parser.add_argument("--memory-only", action="store_true", help="the memory rows alone")
+    parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    options = {
+        "precision": "float32",
+        "search_size": args.search_size,
+        "backbone_runtime": args.runtime,
+    }
+    if args.memory_child:
+        mode, count = args.memory_child.split(":")
+        memory_child(mode, int(count), options)
+        return
 
     from ebmtrack.evaluation.demo import demo_sequence
 
     sequence = demo_sequence(args.frames + args.warmup + 1)
     frames = [sequence.frame(i) for i in range(len(sequence))]
     first, rest = frames[0], frames[1:]
-    options = {
-        "precision": "float32",
-        "search_size": args.search_size,
-        "backbone_runtime": args.runtime,
-    }
     header = {
         "cpu": cpu_model(),
         "cores": len(os.sched_getaffinity(0)),
@@ -141,7 +198,7 @@ def main() -> None:
           "per frame | start (build + initialize) s, one pass / separate | load |")  # fmt: skip
     print("|---|---|---|---|---|---|---|")
     rows = []
-    for count in (int(n) for n in args.targets.split(",")):
+    for count in (int(n) for n in args.targets.split(",") if not args.memory_only):
         load = load_average()
         boxes = target_boxes(np.asarray(sequence.init_box, dtype=np.float64), first.shape, count)
         row = {**measure(count, rest, first, boxes, options, args.warmup), "load": load}
@@ -153,8 +210,13 @@ def main() -> None:
             f"{load:.2f} |",
             flush=True,
         )
+    memory = []
+    if args.memory or args.memory_only:
+        print("\n| targets | one pass MiB | separate MiB |\n|---|---|---|")
+        memory = memory_rows([int(n) for n in args.targets.split(",")], options)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({**header, "rows": rows}, indent=2) + "\n")
+    result = {**header, "rows": rows, "memory": memory}
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":
