@@ -78,6 +78,38 @@ def add_parser(subparsers) -> None:
             "until the stream ends or Ctrl-C, which completes the files."
         ),
     )
+    _add_source_arguments(parser)
+    add_tracker_arguments(parser)
+    _add_output_arguments(parser)
+    # The tracker flags are tracker options, as --option KEY=VALUE is; a tracker that does not
+    # take one refuses it.
+    add_device_argument(parser, default=None, default_text="the tracker's, cpu")
+    parser.add_argument(
+        "--search-size",
+        type=int,
+        help="search-region side in pixels (option search_size; default 288)",
+    )
+    parser.add_argument(
+        "--onnx",
+        action="store_true",
+        help="run the backbone with ONNX Runtime in float32 (option backbone_runtime=onnx; "
+        "exported once into ~/.cache/ebmtrack/onnx; the default on a CPU in float32 is its int8 "
+        "model, option backbone_runtime=onnx-int8)",
+    )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"any option of the tracker, e.g. size_update_rate=0.5 ({OPTION_HELP})",
+    )
+    add_threads_argument(parser)
+    add_progress_argument(parser)
+    parser.set_defaults(func=run)
+
+
+def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """``source``, ``--init``, ``--init-file``."""
     parser.add_argument(
         "source", help="video file, frame folder, folder with img/, camera index, device or URL"
     )
@@ -96,7 +128,10 @@ def add_parser(subparsers) -> None:
         metavar="FILE",
         help="the first frame's boxes, one x,y,w,h line per target (besides --init)",
     )
-    add_tracker_arguments(parser)
+
+
+def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--out``, ``--format``, ``--render``, ``--show``, ``--on-bad-frame``."""
     add_out_argument(parser, "boxes file (default: stdout)", file=True)
     parser.add_argument(
         "--format",
@@ -123,31 +158,6 @@ def add_parser(subparsers) -> None:
         help="a frame that cannot be decoded: stop (default, keeping PATH.partial) or skip it "
         "(its boxes carried over with status skipped, the frame named in a warning)",
     )
-    # The tracker flags are tracker options, as --option KEY=VALUE is; a tracker that does not
-    # take one refuses it.
-    add_device_argument(parser, default=None, default_text="the tracker's, cpu")
-    parser.add_argument(
-        "--search-size",
-        type=int,
-        help="search-region side in pixels (option search_size; default 288)",
-    )
-    parser.add_argument(
-        "--onnx",
-        action="store_true",
-        help="run the backbone with ONNX Runtime in float32 (option backbone_runtime=onnx; "
-        "exported once into ~/.cache/ebmtrack/onnx; the default on a CPU in float32 is its int8 "
-        "model, option backbone_runtime=onnx-int8)",
-    )
-    parser.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help=f"any option of the tracker, e.g. size_update_rate=0.5 ({OPTION_HELP})",
-    )
-    add_threads_argument(parser)
-    add_progress_argument(parser)
-    parser.set_defaults(func=run)
 
 
 def _init_boxes(args: argparse.Namespace) -> list | None:
