@@ -272,3 +272,28 @@ def test_headless_opencv_says_how_to_get_windows(sequence, monkeypatch, run):
         lines = err.strip().splitlines()
         assert code == 2 and len(lines) == 1
         assert "needs OpenCV with windows" in lines[0] and "ebmtrack[gui]" in lines[0]
+
+
+def test_live_sigterm_completes_an_error_keeps_the_partial(sequence, tmp_path, monkeypatch, run):
+    from ebmtrack.cli.main import Terminated
+
+    out = tmp_path / "cam.csv"
+
+    def sigterm():
+        raise Terminated
+
+    frames = frames_of(sequence)
+    monkeypatch.setattr(sources, "_open_capture", lambda t: FakeCapture(frames, sigterm))
+    code, _, err = run("1", "--init", INIT, "--out", out)
+    assert code == 0 and err.strip().endswith("stopped by SIGTERM")
+    assert len(out.read_text().splitlines()) == 1 + 6
+
+    def broken():
+        raise ValueError("the camera went away")
+
+    monkeypatch.setattr(sources, "_open_capture", lambda t: FakeCapture(frames, broken))
+    code, _, err = run("1", "--init", INIT, "--out", tmp_path / "second.csv")
+    assert code == 2
+    assert f"the camera went away; 6 boxes written to {tmp_path / 'second.csv.partial'}" in err
+    assert len((tmp_path / "second.csv.partial").read_text().splitlines()) == 1 + 6
+    assert not (tmp_path / "second.csv").exists()
