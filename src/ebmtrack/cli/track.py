@@ -304,7 +304,8 @@ class _Outputs:
             image = frame
             for target, (box, score, status) in enumerate(results):
                 label = f"#{target + 1}" if len(results) > 1 else ""
-                image = draw_track(image, box, score, status, label=label)
+                caption = f"frame {index}" if target == len(results) - 1 else ""
+                image = draw_track(image, box, score, status, caption=caption, label=label)
             self.image = image
         if self.renderer is not None and self.image is not None:
             self.renderer.write(self.image)
