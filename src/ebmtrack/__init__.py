@@ -2,13 +2,26 @@
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "load_tracker"]
+# OpenCV-style trackers (ebmtrack.TrackerATOM.create(), init, update): tracking/cv_style.py.
+OPENCV_STYLE = (
+    "TrackerATOM",
+    "TrackerATOMIoUNet",
+    "TrackerATOMGated",
+    "TrackerATOMPolished",
+    "TrackerDiMPNCEPlus",
+)
+
+__all__ = ["__version__", "load_multi_tracker", "load_tracker", *OPENCV_STYLE]
 
 
 def __getattr__(name: str):
     # Lazy, so that ``import ebmtrack`` (and ``ebmtrack --help``) does not import torch.
-    if name == "load_tracker":
-        from ebmtrack.api import load_tracker
+    if name in ("load_tracker", "load_multi_tracker"):
+        from ebmtrack import api
 
-        return load_tracker
+        return getattr(api, name)
+    if name in OPENCV_STYLE:
+        from ebmtrack.tracking.cv_style import OPENCV_STYLE as classes
+
+        return classes[name]
     raise AttributeError(f"module 'ebmtrack' has no attribute {name!r}")

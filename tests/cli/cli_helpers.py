@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -46,6 +47,12 @@ def error_line(done, command: str, code: int = 2) -> str:
     assert lines[0].startswith(f"ebmtrack {command}: "), lines[0]
     assert "Traceback" not in done.stderr
     return lines[0]
+
+
+def without_fps(text: str) -> str:
+    """``text`` with the speeds of track's summary line replaced by ``*`` (they vary)."""
+    speeds = r"(nan|[\d.]+) FPS \((nan|[\d.]+) tracking only\)"
+    return re.sub(speeds, "* FPS (* tracking only)", text)
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -16,12 +16,25 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from cli_helpers import EBMTRACK, QUIET, ebmtrack, error_line, generated_sequences, snapshot
+from cli_helpers import (
+    EBMTRACK,
+    QUIET,
+    ebmtrack,
+    error_line,
+    generated_sequences,
+    snapshot,
+    without_fps,
+)
 
 from ebmtrack.cli.main import main
 
 SHARED_PEERS = Path(__file__).resolve().parents[2] / ".." / "shared" / "peers"
 INIT = "15,20,20,20"  # the first box of generated_sequences
+
+
+def summary(frames: int, out) -> str:
+    """track's summary line for one target in txt, its speeds written ``*``."""
+    return f"{frames} frames, 1 target, * FPS (* tracking only), boxes in {out} (txt)"
 
 
 @pytest.fixture
@@ -187,7 +200,9 @@ def test_complete_run_replaces_the_file(sequence, tmp_path, cli):
     out = tmp_path / "boxes.txt"
     out.write_text("an earlier run\n")
     done = cli("track", sequence, "--init", INIT, "--tracker", "kcf", "--out", out, "--no-progress")
-    assert done.returncode == 0 and done.stderr == ""
+    assert done.returncode == 0
+    # One summary line, nothing else.
+    assert without_fps(done.stderr) == f"ebmtrack track: {summary(6, out)}\n"
     assert len(out.read_text().splitlines()) == 6
     assert sorted(p.name for p in tmp_path.iterdir()) == ["boxes.txt", "data"]
 
@@ -206,10 +221,12 @@ def test_box_crossing_the_edge_is_clipped_once(sequence, tracker, init, clipped,
     assert done.returncode == 0, done.stderr
     boxes = done.stdout.splitlines()
     assert len(boxes) == 6 and boxes[0] == clipped
-    assert done.stderr.strip() == (
+    warning, last = done.stderr.strip().splitlines()
+    assert warning == (
         f"ebmtrack track: warning: --init {init} crosses the edge of the 120x90 frame: "
         f"clipped to {clipped.replace('.00', '')}"
     )
+    assert without_fps(last) == f"ebmtrack track: {summary(6, 'stdout')}"
 
 
 @pytest.mark.slow
@@ -263,10 +280,12 @@ def test_truncated_video_warns(tmp_path):
     assert done.returncode == 0
     read = len(out.read_text().splitlines())
     assert 0 < read < 40
-    assert done.stderr.strip() == (
+    warning, last = done.stderr.strip().splitlines()
+    assert warning == (
         f"ebmtrack track: warning: read {read} of the 40 frames {path} announces: the file is "
         "truncated or damaged"
     )
+    assert without_fps(last) == f"ebmtrack track: {summary(read, out)}"
 
 
 # 6. flags, not Python argument names ---------------------------------------------------------

@@ -8,6 +8,7 @@ from ebmtrack.evaluation.render import (
     GifBudget,
     GifWriter,
     Mp4Writer,
+    VideoWriter,
     box_corners,
     draw_track,
 )
@@ -110,3 +111,37 @@ def test_gif_respects_budget_and_plays_at_video_speed(tmp_path):
 def test_gif_budget_rejects_bad_values(kwargs):
     with pytest.raises(ValueError):
         GifBudget(**kwargs)
+
+
+def test_video_writer_takes_the_first_codec_it_can_encode(tmp_path):
+    with VideoWriter(tmp_path / "v.mp4", 10, (64, 48), codecs=("NONE", "mp4v")) as writer:
+        writer.write(np.zeros((48, 64, 3), np.uint8))
+    assert writer.codec == "mp4v"
+    assert "no H.264 encoder" in writer.note  # browsers do not play mp4v, and it says so
+    with pytest.raises(ValueError, match="cannot write a NONE video"):
+        VideoWriter(tmp_path / "w.mp4", 10, (64, 48), codecs=("NONE",))
+    with VideoWriter(tmp_path / "v.avi", 10, (64, 48)) as writer:
+        writer.write(np.zeros((48, 64, 3), np.uint8))
+    assert writer.codec == "MJPG" and writer.note is None
+
+
+def test_label_names_the_box():
+    frame = np.zeros((60, 80, 3), np.uint8)
+    plain = draw_track(frame, (30, 30, 20, 20), 0.5)
+    labelled = draw_track(frame, (30, 30, 20, 20), 0.5, label="#2")
+    assert not np.array_equal(plain, labelled)
+    assert np.array_equal(plain[30:], labelled[30:])  # only the text above the box differs
+
+
+def test_webm_is_vp8_and_opencv_says_nothing(tmp_path, capfd):
+    with VideoWriter(tmp_path / "v.webm", 10, (64, 48)) as writer:
+        for value in (0, 120, 240):
+            writer.write(np.full((48, 64, 3), value, np.uint8))
+    assert writer.codec == "VP80" and writer.note is None
+    assert capfd.readouterr().err == ""  # FFmpeg's "tag ... is not supported" kept off stderr
+    capture = cv2.VideoCapture(str(tmp_path / "v.webm"))
+    frames = 0
+    while capture.read()[0]:
+        frames += 1
+    capture.release()
+    assert frames == 3

@@ -1,25 +1,33 @@
-"""``ebmtrack track``: follow one object through a video or a folder of frames.
+"""``ebmtrack track``: follow one or several objects through a video, a folder of frames, a camera
+or a stream.
 
 Outputs are atomic: the boxes file (and the ``--render`` video) is written under a temporary name
 beside its destination and renamed into place when the last frame is done, so an existing file is
-replaced only by a complete one. When tracking stops early (a frame that cannot be decoded,
-Ctrl-C, SIGTERM), what was written is kept as ``PATH.partial`` and the error line says how many
-boxes it holds.
+replaced only by a complete one (and a ``PATH.partial`` an earlier run left is removed). When
+tracking stops early (a frame that cannot be decoded, Ctrl-C, SIGTERM), what was written is kept
+as ``PATH.partial`` and the error line says how many boxes it holds. A live source (camera,
+device, URL) has no last frame: its boxes are written to ``PATH.partial`` as they come, and
+Ctrl-C (or SIGTERM, or the end of the stream) ends the run normally, renaming it to ``PATH``.
+The formats of the boxes file: :mod:`ebmtrack.cli.track_outputs`.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
+import math
+import re
 import sys
-import tempfile
-from collections.abc import Iterator
+import time
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from ebmtrack.cli.main import (
     CLIError,
+    Terminated,
     add_device_argument,
     add_out_argument,
     add_progress_argument,
@@ -28,53 +36,51 @@ from ebmtrack.cli.main import (
     threads,
 )
 from ebmtrack.cli.options import OPTION_HELP
+from ebmtrack.cli.track_outputs import (
+    FORMATS,
+    RENDER_SUFFIXES,
+    SKIPPED,
+    AtomicOutput,
+    BoxWriter,
+    open_renderer,
+    resolve_format,
+)
 from ebmtrack.cli.trackers import add_tracker_arguments, tracker_settings
 
 logger = logging.getLogger("ebmtrack")
 
-# Containers FFmpeg reads as video. Anything else that is not a folder is refused: FFmpeg also
-# "plays" text files and single images, which is never what was meant.
-VIDEO_SUFFIXES = (
-    ".mp4", ".m4v", ".mov", ".avi", ".mkv", ".webm", ".mpg", ".mpeg", ".wmv", ".flv", ".ts",
-    ".mts", ".m2ts", ".3gp", ".ogv", ".gif", ".y4m",
-)  # fmt: skip
+SELECT = "select"
 
 
 def _parse_box(text: str) -> tuple[float, float, float, float]:
-    """``"x,y,w,h"`` -> four floats; CLIError (one line, exit 2) otherwise."""
+    """``"x,y,w,h"`` or ``"x y w h"`` (commas, spaces or tabs, as the annotation readers accept)
+    -> four floats; CLIError (one line, exit 2) otherwise."""
     try:
-        values = tuple(float(p) for p in text.replace(" ", "").split(","))
+        values = tuple(float(p) for p in re.split(r"[,\s]+", text.strip()) if p)
     except ValueError:
         values = ()
     if len(values) != 4:
-        raise CLIError(f"--init must be X,Y,W,H (four numbers), got {text!r}")
+        raise CLIError(f"--init must be X,Y,W,H (four numbers) or {SELECT}, got {text!r}")
     return values
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "track",
-        help="track one object through a video or a folder of frames",
+        help="track objects through a video, a folder of frames, a camera or a stream",
         description=(
-            "Track the object given by --init through SOURCE: a video file, a folder of frames "
-            "(sorted by name) or a sequence folder holding img/. Writes one x,y,w,h line per "
-            "frame (the first is the initial box, clipped to the frame) to --out, or to stdout. "
-            "--out and --render are replaced only when tracking finishes; an interrupted run "
-            "leaves PATH.partial."
+            "Track the objects given by --init through SOURCE: a video file, a folder of frames "
+            "(sorted by name), a sequence folder holding img/, a camera index (0), a device "
+            "(/dev/video0) or a URL OpenCV opens (rtsp://, http://). Writes the boxes of every "
+            "frame (the first is the initial box, clipped to the frame) to --out, or to stdout, "
+            "and one summary line to stderr. --out and --render are replaced only when "
+            "tracking finishes; an interrupted run leaves PATH.partial. A live source runs "
+            "until the stream ends or Ctrl-C, which completes the files."
         ),
     )
-    parser.add_argument("source", type=Path, help="video file, frame folder, or folder with img/")
-    parser.add_argument(
-        "--init",
-        required=True,
-        metavar="X,Y,W,H",
-        help="the box in the first frame (clipped to the frame if it crosses an edge)",
-    )
+    _add_source_arguments(parser)
     add_tracker_arguments(parser)
-    add_out_argument(parser, "boxes file (default: stdout)", file=True)
-    parser.add_argument(
-        "--render", type=Path, metavar="FILE", help="also write a video with the boxes drawn (mp4)"
-    )
+    _add_output_arguments(parser)
     # The tracker flags are tracker options, as --option KEY=VALUE is; a tracker that does not
     # take one refuses it.
     add_device_argument(parser, default=None, default_text="the tracker's, cpu")
@@ -102,196 +108,293 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def _frames(source: Path) -> tuple[Iterator, int | None, float]:
-    """(iterator of RGB frames, number of frames or None, frames per second) of ``source``."""
-    import cv2
+def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """``source``, ``--init``, ``--init-file``."""
+    parser.add_argument(
+        "source", help="video file, frame folder, folder with img/, camera index, device or URL"
+    )
+    parser.add_argument(
+        "--init",
+        action="append",
+        default=[],
+        metavar="X,Y,W,H",
+        help="a target's box in the first frame (commas or spaces; clipped to the frame if it "
+        f"crosses an edge); repeat it for several targets; '{SELECT}': draw them with the "
+        "mouse (needs OpenCV's GUI build)",
+    )
+    parser.add_argument(
+        "--init-file",
+        type=Path,
+        metavar="FILE",
+        help="the first frame's boxes, one x,y,w,h line per target (besides --init)",
+    )
 
-    from ebmtrack.data.io import list_images, read_image
 
-    if not source.exists():
-        raise FileNotFoundError(f"source not found: {source}")
-    if source.is_dir():
-        folder = source / "img" if (source / "img").is_dir() else source
-        paths = list_images(folder)
-        return (read_image(p, keep_gray=True) for p in paths), len(paths), 30.0
-    if source.suffix.lower() not in VIDEO_SUFFIXES:
-        raise CLIError(
-            f"source {source}: not a video file ({', '.join(VIDEO_SUFFIXES[:6])}, ...) nor a "
-            "folder of images"
-        )
-    capture = cv2.VideoCapture(str(source))
-    if not capture.isOpened():
-        raise ValueError(f"cannot open video: {source}")
-    count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) or None
-    fps = capture.get(cv2.CAP_PROP_FPS) or 30.0
+def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--out``, ``--format``, ``--render``, ``--show``, ``--on-bad-frame``."""
+    add_out_argument(parser, "boxes file (default: stdout)", file=True)
+    parser.add_argument(
+        "--format",
+        choices=("auto", *FORMATS),
+        default="auto",
+        help="boxes file format: txt (x,y,w,h per frame, one target), csv or jsonl (frame, "
+        "target, box, score, status); auto (default): by --out's suffix (.csv, .jsonl, .txt; "
+        "otherwise txt, or csv for several targets)",
+    )
+    parser.add_argument(
+        "--render",
+        type=Path,
+        metavar="FILE",
+        help=f"also write the frames with the boxes drawn ({', '.join(RENDER_SUFFIXES)}; "
+        ".mp4 is H.264 where this OpenCV can encode it, else mp4v)",
+    )
+    parser.add_argument(
+        "--show", action="store_true", help="show the boxes, score and status in a window (q quits)"
+    )
+    parser.add_argument(
+        "--on-bad-frame",
+        choices=("stop", "skip"),
+        default="stop",
+        help="a frame that cannot be decoded: stop (default, keeping PATH.partial) or skip it "
+        "(its boxes carried over with status skipped, the frame named in a warning)",
+    )
 
-    def read() -> Iterator:
-        got = 0
+
+def _init_boxes(args: argparse.Namespace) -> list | None:
+    """The boxes of ``--init`` and ``--init-file`` in that order; None for ``--init select``."""
+    from ebmtrack.data.datasets import read_boxes
+
+    if SELECT in args.init:
+        if len(args.init) > 1 or args.init_file is not None:
+            raise CLIError(f"--init {SELECT} draws every box: give no other --init or --init-file")
+        return None
+    boxes = [_parse_box(text) for text in args.init]
+    if args.init_file is not None:
+        if not args.init_file.is_file():
+            raise CLIError(f"--init-file {args.init_file}: file not found")
         try:
-            while True:
-                ok, frame = capture.read()
-                if not ok:
-                    break
-                got += 1
-                yield cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
-        finally:
-            capture.release()
-        if count is not None and got < count:
-            logger.warning(
-                "read %d of the %d frames %s announces: the file is truncated or damaged",
-                got,
-                count,
-                source,
-            )
-
-    return read(), count, fps
+            boxes += [tuple(box) for box in read_boxes(args.init_file)]
+        except (OSError, UnicodeDecodeError, ValueError) as err:
+            raise CLIError(f"--init-file {args.init_file}: {err}") from None
+    if not boxes:
+        raise CLIError(
+            f"give the first box: --init X,Y,W,H (repeatable), --init-file or --init {SELECT}"
+        )
+    return boxes
 
 
-class _AtomicOutput:
-    """A file written under a temporary name in its destination's folder and renamed into place
-    by :meth:`commit`; :meth:`keep_partial` moves it to ``PATH.partial`` instead. A path that
-    exists and is not a regular file (``/dev/stdout``, a pipe) is written in place."""
-
-    def __init__(self, path: Path, what: str, suffix: str = "") -> None:
-        self.path, self.what = path, what
-        self.complete_size: int | None = None  # bytes of whole lines written, when known
-        self.direct = path.exists() and not path.is_file()
-        if self.direct:
-            self.temp = path
-            return
-        folder = path.parent
-        folder.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=suffix)
-        os.close(handle)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(name, 0o666 & ~umask)  # the mode open() would give, not mkstemp's 0600
-        self.temp = Path(name)
-
-    @property
-    def partial(self) -> Path:
-        return self.path.with_name(self.path.name + ".partial")
-
-    def commit(self) -> None:
-        if not self.direct:
-            os.replace(self.temp, self.path)
-
-    def keep_partial(self) -> Path:
-        """Where what was written stays: ``PATH.partial`` (``PATH`` itself when written in
-        place)."""
-        if self.direct:
-            return self.path
-        if self.temp.exists():
-            if self.complete_size is not None:  # no torn last line after a failed write
-                os.truncate(self.temp, self.complete_size)
-            os.replace(self.temp, self.partial)
-        return self.partial
-
-    def discard(self) -> None:
-        if not self.direct:
-            self.temp.unlink(missing_ok=True)
-
-
-def run(args: argparse.Namespace) -> int:
-    from ebmtrack.api import load_tracker
-    from ebmtrack.tracking.init_box import clip_init_box
-
-    init = _parse_box(args.init)
-    # Every check that can fail comes before anything is written.
+def _check_outputs(args: argparse.Namespace) -> None:
     for flag, path in (("--out", args.out), ("--render", args.render)):
         if path is not None:
             check_output_file(path, flag)
     if args.out and args.render and args.out.resolve() == args.render.resolve():
         raise CLIError("--out and --render name the same file")
+    if args.render is not None and args.render.suffix.lower() not in RENDER_SUFFIXES:
+        suffixes = ", ".join(RENDER_SUFFIXES)
+        raise CLIError(f"--render {args.render}: give a file ending in {suffixes}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ebmtrack.api import load_multi_tracker
+    from ebmtrack.cli.window import require_gui, select_boxes
+    from ebmtrack.data.sources import BadFrame, open_source
+    from ebmtrack.tracking.init_box import clip_init_box
+
+    # Every check that can fail comes before anything is written.
+    inits = _init_boxes(args)
+    _check_outputs(args)
+    if args.show:
+        require_gui("--show")
+    if inits is None:
+        require_gui(f"--init {SELECT}")
+    elif args.format != "auto" or args.out is not None:
+        resolve_format(args.format, args.out, len(inits))
     name, options = tracker_settings(args)
-    frames, count, fps = _frames(args.source)
-    first = next(frames, None)
+    source = open_source(args.source, skip_bad=args.on_bad_frame == "skip")
+    first = next(source.frames, None)
     if first is None:
         raise CLIError(f"no frames could be read from {args.source}")
-    box = clip_init_box(init, first.shape, "--init")
-
+    if isinstance(first, BadFrame):
+        raise CLIError(f"the first frame of {args.source} cannot be read: {first.reason}")
+    if inits is None:
+        inits = select_boxes(first)
+    fmt = resolve_format(args.format, args.out, len(inits))
+    boxes = [clip_init_box(box, first.shape, "--init") for box in inits]
     try:
         with threads(args.threads):
-            tracker = load_tracker(name, threads=args.threads, **options)
-            _track(args, tracker, first, box, frames, count, fps)
+            tracker = load_multi_tracker(name, threads=args.threads, **options)
+            done = _track(args, tracker, first, boxes, source, fmt)
     except OSError as err:
         if args.onnx and ".cache" in str(err.filename):
             err.add_note("--onnx exports the backbone into ~/.cache/ebmtrack/onnx")
         raise
+    print(done.summary(args, fmt, len(boxes)), file=sys.stderr)
     return 0
 
 
-def _track(args, tracker, first, box, frames, count: int | None, fps: float) -> None:
-    """Track ``frames`` after ``first`` and write the outputs, atomically."""
+@dataclass
+class _Run:
+    """What one ``track`` run did, for its summary line."""
+
+    frames: int = 0
+    tracking_seconds: float = 0.0
+    started: float = field(default_factory=time.perf_counter)
+    seconds: float = 0.0
+    stopped: str = ""
+    codec: str | None = None
+    skipped: list[int] = field(default_factory=list)
+
+    def summary(self, args: argparse.Namespace, fmt: str, targets: int) -> str:
+        fps = self.frames / self.seconds if self.seconds > 0 else math.nan
+        tracking = self.frames / self.tracking_seconds if self.tracking_seconds > 0 else math.nan
+        parts = [
+            f"{self.frames} frames",
+            f"{targets} target{'s' if targets > 1 else ''}",
+            f"{fps:.1f} FPS ({tracking:.1f} tracking only)",
+            f"boxes in {args.out if args.out is not None else 'stdout'} ({fmt})",
+        ]
+        if args.render is not None:
+            parts.append(f"video in {args.render}" + (f" ({self.codec})" if self.codec else ""))
+        if self.skipped:
+            parts.append(f"{len(self.skipped)} unreadable frame(s) skipped")
+        if self.stopped:
+            parts.append(f"stopped by {self.stopped}")
+        return "ebmtrack track: " + ", ".join(parts)
+
+
+class _Outputs:
+    """The boxes file (or stdout), the rendered video and the window of one run."""
+
+    def __init__(self, args) -> None:
+        self.args, self.files = args, []
+        self.renderer = self.window = self.image = None
+
+    def open(self, stack: ExitStack, first, fmt: str, fps: float, count, live: bool) -> None:
+        args = self.args
+        out = sys.stdout
+        if args.out is not None:
+            self.files.append(AtomicOutput(args.out, "boxes", visible=live))
+            out = stack.enter_context(open(self.files[-1].temp, "w", encoding="utf-8"))
+        self.out, self.boxes = out, BoxWriter(out, fmt)
+        if args.render is not None:
+            self.files.append(AtomicOutput(args.render, "frames", suffix=args.render.suffix))
+            size = (first.shape[1], first.shape[0])
+            self.renderer = open_renderer(args.render, self.files[-1].temp, fps, size, count)
+            stack.callback(self.renderer.close)
+        if args.show:
+            from ebmtrack.cli.window import Window
+
+            self.window = Window()
+            stack.callback(self.window.close)
+
+    def emit(self, index: int, frame, results: list[tuple]) -> bool:
+        """Write frame ``index`` (1-based); False when the window asked to stop."""
+        from ebmtrack.evaluation.render import draw_track
+
+        try:
+            self.boxes.write(index, results)
+            self.out.flush()  # an interrupted run keeps every box so far
+            if self.files and self.files[0].what == "boxes":
+                self.files[0].complete_size = self.out.tell()
+        except OSError as err:  # a full disk: say which file
+            if err.filename is None and self.args.out is not None:
+                err.filename = str(self.args.out)
+            raise
+        if frame is not None and (self.renderer is not None or self.window is not None):
+            image = frame
+            for target, (box, score, status) in enumerate(results):
+                label = f"#{target + 1}" if len(results) > 1 else ""
+                caption = f"frame {index}" if target == len(results) - 1 else ""
+                image = draw_track(image, box, score, status, caption=caption, label=label)
+            self.image = image
+        if self.renderer is not None and self.image is not None:
+            self.renderer.write(self.image)
+        if self.window is not None and frame is not None:
+            return self.window.show(self.image)
+        return True
+
+
+def _track(args, tracker, first, boxes, source, fmt: str) -> _Run:
+    """Track ``source``'s frames after ``first`` and write the outputs, atomically."""
     from tqdm import tqdm
 
-    from ebmtrack.evaluation.render import Mp4Writer, draw_track
-
-    outputs: list[_AtomicOutput] = []
-    written = 0
+    done, outputs = _Run(), _Outputs(args)
     with ExitStack() as stack:
         try:
-            out, renderer = sys.stdout, None
-            if args.out is not None:
-                outputs.append(_AtomicOutput(args.out, "boxes"))
-                out = stack.enter_context(open(outputs[-1].temp, "w", encoding="utf-8"))
-            if args.render is not None:
-                suffix = args.render.suffix or ".mp4"
-                outputs.append(_AtomicOutput(args.render, "frames", suffix=suffix))
-                size = (first.shape[1], first.shape[0])
-                renderer = stack.enter_context(Mp4Writer(outputs[-1].temp, fps, size))
+            outputs.open(stack, first, fmt, source.fps, source.count, source.live)
+            renderer = outputs.renderer
+            done.codec = getattr(renderer, "note", None) or getattr(renderer, "codec", None)
             progress = stack.enter_context(
-                tqdm(total=count, unit="frame", disable=args.no_progress, desc="track")
+                tqdm(total=source.count, unit="frame", disable=args.no_progress, desc="track")
             )
         except BaseException:
             stack.close()
-            for output in outputs:
+            for output in outputs.files:
                 output.discard()
             raise
-
-        def emit(frame, result_box, score: float, status: str) -> None:
-            nonlocal written
-            # One line per frame, flushed: an interrupted run keeps every box so far.
-            try:
-                out.write(",".join(f"{v:.2f}" for v in result_box) + "\n")
-                out.flush()
-                if outputs and outputs[0].what == "boxes":
-                    outputs[0].complete_size = out.tell()
-            except OSError as err:  # a full disk: say which file
-                if err.filename is None and args.out is not None:
-                    err.filename = str(args.out)
-                raise
-            written += 1
-            if renderer is not None:
-                renderer.write(draw_track(frame, result_box, score, status))
-            progress.update()
-
         try:
-            tracker.initialize(first, box)
-            emit(first, box, float("nan"), "normal")
-            for frame in frames:
-                result = tracker.track(frame)
-                emit(frame, result.box, result.score, result.status.value)
             try:
-                stack.close()  # closed (and flushed) before they are renamed
-            except OSError as err:
-                if err.filename is None and args.out is not None:
-                    err.filename = str(args.out)
-                raise
-            for output in outputs:
+                _loop(tracker, first, boxes, source, outputs, progress, done)
+            except KeyboardInterrupt as interrupt:
+                if not source.live:
+                    raise
+                done.stopped = "SIGTERM" if isinstance(interrupt, Terminated) else "Ctrl-C"
+            _close(stack, args)
+            for output in outputs.files:
                 output.commit()
         except BaseException as err:
             try:
                 stack.close()
-            except OSError:
+            except Exception:
                 pass  # the error being raised says it already
-            _keep_partial(err, outputs, written, count)
+            _keep_partial(err, outputs.files, done.frames, source.count)
             raise
+    done.seconds = time.perf_counter() - done.started
+    return done
 
 
-def _keep_partial(
-    err: BaseException, outputs: list[_AtomicOutput], written: int, count: int | None
-) -> None:
+def _loop(tracker, first, boxes, source, outputs: _Outputs, progress, done: _Run) -> None:
+    from ebmtrack.data.sources import BadFrame
+
+    tic = time.perf_counter()
+    tracker.initialize(first, np.asarray(boxes))
+    done.tracking_seconds += time.perf_counter() - tic
+    last = [(np.asarray(box), math.nan, "normal") for box in boxes]
+    frame = first
+    while True:
+        keep_going = outputs.emit(done.frames + 1, frame, last)
+        done.frames += 1
+        if not keep_going:
+            if source.live:
+                done.stopped = "the window"
+                return
+            raise KeyboardInterrupt()
+        progress.update()
+        frame = next(source.frames, None)
+        if frame is None:
+            return
+        if isinstance(frame, BadFrame):
+            logger.warning("frame %d skipped: %s", frame.index + 1, frame.reason)
+            done.skipped.append(frame.index + 1)
+            last = [(box, math.nan, SKIPPED) for box, _, _ in last]
+            frame = None
+            continue
+        tic = time.perf_counter()
+        results = tracker.track(frame)
+        done.tracking_seconds += time.perf_counter() - tic
+        last = [(r.box, float(r.score), r.status.value) for r in results]
+
+
+def _close(stack: ExitStack, args) -> None:
+    try:
+        stack.close()  # closed (and flushed) before they are renamed
+    except OSError as err:
+        if err.filename is None and args.out is not None:
+            err.filename = str(args.out)
+        raise
+
+
+def _keep_partial(err: BaseException, outputs: list[AtomicOutput], written: int, count) -> None:
     """Move the outputs to PATH.partial and say so in ``err``'s one line (nothing is kept when
     no box was written, or when stdout's reader went away)."""
     if written == 0 or isinstance(err, BrokenPipeError):

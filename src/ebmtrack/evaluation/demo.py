@@ -194,7 +194,8 @@ def _track_clip(
                     score,
                     status,
                     ground_truth=sequence.ground_truth[index],
-                    caption=f"{sequence.name} {index + 1}/{n}",
+                    caption=f"{sequence.name} {index + 1}/{n}  white: ground truth",
+                    label=config.tracker,
                 )
                 mp4.write(image)
                 gif.write(image)

@@ -1,4 +1,5 @@
-"""Drawing tracking results on frames and writing them as an MP4 video or a small GIF.
+"""Drawing tracking results on frames and writing them as a video (MP4, H.264 where OpenCV can
+encode it) or a small GIF.
 
 Frames follow the ebmtrack convention: uint8 RGB (H, W, 3) or grayscale (H, W); boxes are
 (x, y, w, h) floats with the top-left corner at (x, y) and pixel (0, 0) covering [0, 1) x [0, 1).
@@ -8,7 +9,10 @@ never inside the box by more than the line width.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +80,7 @@ def draw_track(
     ground_truth=None,
     caption: str = "",
     thickness: int = 2,
+    label: str = "",
 ) -> np.ndarray:
     """A copy of ``frame`` as RGB (H, W, 3) uint8 with the tracker's output drawn on it.
 
@@ -88,6 +93,7 @@ def draw_track(
         ground_truth: an optional (x, y, w, h) drawn 1 px wide in white, under the prediction.
         caption: text in the top-left corner (e.g. the frame number).
         thickness: outline width of the prediction in pixels, drawn inside the box's border.
+        label: what the box is (a tracker's name, a target's number), shown before its score.
 
     Raises:
         ValueError: unknown ``status`` or a frame that is not uint8 (H, W) / (H, W, 3).
@@ -108,29 +114,99 @@ def draw_track(
     _draw_rectangle(image, box, colour, thickness)
     corners = box_corners(box, image.shape)
     if corners is not None:
-        label = status if math.isnan(score) else f"{score:.2f} {status}"
-        _put_label(image, label, (corners[0], corners[1] - 20), colour)
+        text = status if math.isnan(score) else f"{score:.2f} {status}"
+        _put_label(image, f"{label} {text}".strip(), (corners[0], corners[1] - 20), colour)
     if caption:
         _put_label(image, caption, (0, 0), (255, 255, 255))
     return image
 
 
-class Mp4Writer:
-    """Writes RGB frames to an MP4 file (OpenCV, ``mp4v`` codec), all at the first frame's size.
+# Codecs tried in order by the video's suffix: H.264 (avc1) plays in browsers, but OpenCV's
+# PyPI wheels carry no H.264 encoder; MPEG-4 Part 2 (mp4v) plays in VLC and ffmpeg, not browsers.
+VIDEO_CODECS: dict[str, tuple[str, ...]] = {
+    ".mp4": ("avc1", "mp4v"),
+    ".m4v": ("avc1", "mp4v"),
+    ".mov": ("avc1", "mp4v"),
+    ".mkv": ("avc1", "mp4v"),
+    ".avi": ("MJPG",),
+    ".webm": ("VP80", "VP90"),
+}
+BROWSER_CODECS = ("avc1", "VP80", "VP90")
 
-    Use as a context manager, or call :meth:`close`. Frames of another size are resized.
+
+@contextlib.contextmanager
+def _native_stderr_silenced():
+    """File descriptor 2 sent to /dev/null for the block: OpenCV's FFmpeg backend prints some
+    complaints with C's stdio, past its log level (e.g. WebM's "tag ... is not supported")."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _open_video_writer(path: Path, codec: str, fps: float, size: tuple[int, int]):
+    """A cv2.VideoWriter with ``codec``, or None when this OpenCV cannot encode it (OpenCV's
+    and FFmpeg's complaints silenced: a missing codec is an answer here, not an error)."""
+    logging = getattr(getattr(cv2, "utils", None), "logging", None)
+    level = logging.getLogLevel() if logging is not None else None
+    if logging is not None:
+        logging.setLogLevel(logging.LOG_LEVEL_SILENT)
+    try:
+        with _native_stderr_silenced():
+            fourcc = cv2.VideoWriter_fourcc(*codec)
+            writer = cv2.VideoWriter(str(path), fourcc, float(fps), size)
+    finally:
+        if logging is not None:
+            logging.setLogLevel(level)
+    if writer.isOpened():
+        return writer
+    writer.release()
+    return None
+
+
+class VideoWriter:
+    """Writes RGB frames to a video file with OpenCV, all at the first frame's size.
+
+    The codec is the first of :data:`VIDEO_CODECS` for the file's suffix that this OpenCV build
+    can encode (``.mp4``: H.264 where it can, else mp4v); ``codec`` says which one, and ``note``
+    is a one-line warning when browsers will not play the file (None otherwise). Use as a
+    context manager, or call :meth:`close`. Frames of another size are resized.
     """
 
-    def __init__(self, path: str | Path, fps: float, size: tuple[int, int]) -> None:
-        """``size`` is (width, height). Raises ValueError when the file cannot be opened."""
+    def __init__(
+        self,
+        path: str | Path,
+        fps: float,
+        size: tuple[int, int],
+        codecs: tuple[str, ...] | None = None,
+    ) -> None:
+        """``size`` is (width, height). Raises ValueError when no codec can write the file."""
         self.path = Path(path)
         self.size = (int(size[0]), int(size[1]))
         self.frames = 0
-        self._writer = cv2.VideoWriter(
-            str(self.path), cv2.VideoWriter_fourcc(*"mp4v"), float(fps), self.size
-        )
-        if not self._writer.isOpened():
-            raise ValueError(f"cannot write an mp4v video to {self.path}")
+        codecs = codecs or VIDEO_CODECS.get(self.path.suffix.lower(), ("mp4v",))
+        for codec in codecs:
+            writer = _open_video_writer(self.path, codec, fps, self.size)
+            if writer is not None:
+                self._writer, self.codec = writer, codec
+                break
+        else:
+            raise ValueError(f"cannot write a {'/'.join(codecs)} video to {self.path}")
+        self.note = None
+        if self.path.suffix.lower() in (".mp4", ".m4v", ".mov") and codec not in BROWSER_CODECS:
+            self.note = (
+                f"no H.264 encoder in this OpenCV build: {codec}, which VLC and ffmpeg play "
+                "and browsers do not; a .gif or .webm plays in browsers"
+            )
 
     def write(self, image: np.ndarray) -> None:
         """Append one uint8 RGB (H, W, 3) frame."""
@@ -143,11 +219,14 @@ class Mp4Writer:
     def close(self) -> None:
         self._writer.release()
 
-    def __enter__(self) -> Mp4Writer:
+    def __enter__(self) -> VideoWriter:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+Mp4Writer = VideoWriter  # the name the demo and earlier code use
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ work in that crop's pixels.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from torch import Tensor
 
 from ebmtrack.ops.crop import crop_square, search_region_side
 from ebmtrack.tracking.augment import augmented_crops, dropout_copies
+from ebmtrack.tracking.base import TrackResult
 from ebmtrack.tracking.init_box import clip_init_box
 from ebmtrack.tracking.localize import Localization, localize, upsample_scores
 from ebmtrack.tracking.memory import SampleMemory
@@ -82,12 +84,13 @@ class FirstFrame:
 
 @dataclass
 class SearchRegion:
-    """One frame's search region: the (S, S, 3) crop, the 2x3 frame -> crop ``matrix`` and the
-    ``scale`` in crop px per frame px."""
+    """One frame's search region: the (S, S, 3) crop, the 2x3 frame -> crop ``matrix``, the
+    ``scale`` in crop px per frame px and the side ``factor`` it was cropped with."""
 
     patch: np.ndarray
     matrix: np.ndarray
     scale: float
+    factor: float = 1.0
 
 
 class SearchRegionTracker:
@@ -182,7 +185,7 @@ class SearchRegionTracker:
         for factor in side_factors:
             side = self._side(state.size) * factor
             patch, matrix = crop_square(frame, tuple(state.center), side, size)
-            regions.append(SearchRegion(patch, matrix, size / side))
+            regions.append(SearchRegion(patch, matrix, size / side, factor))
         return state, frame, regions
 
     def _search_features(
@@ -195,14 +198,48 @@ class SearchRegionTracker:
         tic = time.perf_counter()
         state, frame, regions = self._next_frame(frame, side_factors)
         images = self._image[: len(regions)]
+        fill_images(images, regions)
+        toc = time.perf_counter()
+        timings["crop"], tic = toc - tic, toc
         with torch.no_grad():
-            for slot, region in zip(images, regions, strict=True):
-                slot.copy_(torch.from_numpy(region.patch).permute(2, 0, 1))
-            toc = time.perf_counter()
-            timings["crop"], tic = toc - tic, toc
             feats = self._extract(images)
         timings["backbone"] = time.perf_counter() - tic
         return state, frame, regions, feats
+
+    # -------------------------------------------------- one frame in two halves (several targets)
+    def _frame_factors(self) -> tuple[float, ...]:
+        """The side factors of the next frame's search regions (:meth:`_next_frame`)."""
+        return (1.0,)
+
+    def _finish(
+        self,
+        state: Any,
+        frame: np.ndarray,
+        regions: list[SearchRegion],
+        feats: dict[str, Tensor],
+        timings: dict[str, float],
+    ) -> TrackResult:
+        """The frame after the backbone: ``feats`` of ``regions`` (one batch row per region)
+        -> the target's result, the state updated."""
+        raise NotImplementedError
+
+    def track(self, frame: np.ndarray) -> TrackResult:
+        """Locate the target in ``frame`` (any size, RGB or grayscale)."""
+        timings: dict[str, float] = {}
+        found = self._search_features(frame, timings, self._frame_factors())
+        result = self._finish(*found, timings)
+        self.last_timings = timings
+        return result
+
+    def spawn(self) -> SearchRegionTracker:
+        """A tracker for another target that shares this one's networks (backbone, feature
+        extractor, heads, parameters) and has its own state (classifier, memory, box)."""
+        other = copy.copy(self)
+        other._state = None
+        other.last_timings = {}
+        other._image = torch.empty_like(self._image)
+        return other
+
 
     def _localize(self, scores: Tensor, stride: int, target_size: np.ndarray) -> Localization:
         """The target in a (H, W) score map of ``stride``-pixel cells, upsampled by
@@ -224,3 +261,10 @@ class SearchRegionTracker:
     def _proposal_generator(self) -> torch.Generator:
         # One stream per frame, so that a sequence replays identically.
         return torch.Generator().manual_seed(self.params.seed * 100_003 + self._state.frame_index)
+
+
+def fill_images(images: Tensor, regions: list[SearchRegion]) -> None:
+    """Copy the regions' (S, S, 3) uint8 patches into ``images`` (N, 3, S, S), one per slot."""
+    with torch.no_grad():
+        for slot, region in zip(images, regions, strict=True):
+            slot.copy_(torch.from_numpy(region.patch).permute(2, 0, 1))

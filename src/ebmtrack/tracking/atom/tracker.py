@@ -188,15 +188,17 @@ class AtomTracker(SearchRegionTracker):
             projected = classifier.project(samples)
         self._start(first, _State, projected, labels, classifier=classifier, modulation=modulation)
 
-    def track(self, frame: np.ndarray) -> TrackResult:
-        """Locate the target in ``frame`` (any size, RGB or grayscale)."""
-        params = self.params
-        timings = {}
+    def _frame_factors(self) -> tuple[float, ...]:
         # Frame t (the first tracked one is 2) searches scale when (t - 2) % interval == 0.
         previous = self._state.frame_index if self._state is not None else 1
-        search = (previous - 1) % params.scale_search_interval == 0
-        factors = self._side_factors if search else (1.0,)
-        state, frame, regions, feats = self._search_features(frame, timings, factors)
+        search = (previous - 1) % self.params.scale_search_interval == 0
+        return self._side_factors if search else (1.0,)
+
+    def _finish(self, state, frame, regions, feats, timings) -> TrackResult:
+        """The frame after the backbone (:meth:`SearchRegionTracker._finish`): classifier,
+        scale, the IoU-Net's box, the memory and filter update."""
+        params = self.params
+        factors = tuple(region.factor for region in regions)
         tic = time.perf_counter()
         with torch.inference_mode():
             projected = state.classifier.project(normalize_features(feats[self.classifier_layer]))
@@ -257,7 +259,6 @@ class AtomTracker(SearchRegionTracker):
                 product_dtype=self.dtype,
             )
         timings["update"] = time.perf_counter() - tic
-        self.last_timings = timings
         box = self._box(state) if reported is None else reported
         return TrackResult(box, found.score, status)
 

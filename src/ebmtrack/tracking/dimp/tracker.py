@@ -154,12 +154,12 @@ class DiMPTracker(SearchRegionTracker):
                 modulation = self.box_head.modulation(ref_feats, boxes[:1])
         self._start(first, _State, samples, boxes, filter=target_filter, modulation=modulation)
 
-    def track(self, frame: np.ndarray) -> TrackResult:
-        """Locate the target in ``frame`` (any size, RGB or grayscale)."""
+    def _finish(self, state, frame, regions, feats, timings) -> TrackResult:
+        """The frame after the backbone (:meth:`SearchRegionTracker._finish`): classifier, box
+        head, the memory and filter update. The features come without autograd history, not
+        as inference tensors: the refinement's autograd reads them."""
         params = self.params
-        timings = {}
-        # Features without history, not inference tensors: the refinement's autograd reads them.
-        state, frame, (region,), feats = self._search_features(frame, timings)
+        (region,) = regions
         matrix, scale = region.matrix, region.scale  # scale: crop px per frame px
         tic = time.perf_counter()
         with torch.no_grad():
@@ -188,7 +188,6 @@ class DiMPTracker(SearchRegionTracker):
             if status in (TrackStatus.NORMAL, TrackStatus.HARD_NEGATIVE):
                 self._update(sample[0], box_to_crop(self._box(state), matrix), status)
         timings["update"] = time.perf_counter() - tic
-        self.last_timings = timings
         return TrackResult(self._box(state), found.score, status)
 
     def _update(self, sample: Tensor, box_crop: np.ndarray, status: TrackStatus) -> None:
