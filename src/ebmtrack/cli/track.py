@@ -194,6 +194,7 @@ class _AtomicOutput:
 
 def run(args: argparse.Namespace) -> int:
     from ebmtrack.api import load_tracker
+    from ebmtrack.data.prefetch import prefetch
     from ebmtrack.tracking.init_box import clip_init_box
 
     init = _parse_box(args.init)
@@ -205,6 +206,7 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError("--out and --render name the same file")
     name, options = tracker_settings(args)
     frames, count, fps = _frames(args.source)
+    frames = prefetch(frames)  # decoded ahead in a thread, beside the tracker
     first = next(frames, None)
     if first is None:
         raise CLIError(f"no frames could be read from {args.source}")
