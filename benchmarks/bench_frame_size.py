@@ -16,14 +16,18 @@ add /tmp/before COMMIT``), alternating which goes first, best of ``--repeats``:
   (the frame's three search regions, cut and copied into the backbone's input), and ``crop CPU
   ms`` the CPU time per frame of the tracker's crop step alone (``_next_frame`` with the scale
   search's three regions, run again over the frames after the timed pass).
-- **command** (``--commands``): the whole ``ebmtrack track`` on a folder of the same frames as
-  JPEG (quality 95): start-up, decoding, tracking and writing the boxes; and the same command on
-  the first 2 frames, whose time is the start-up, so that ``(N - 2) / (T_N - T_2)`` is the rate
-  at which the command tracks once started, to set beside the API's rate per ``track`` call.
+- **pipeline** (``--parts``, default with ``api``): in one process of the "after" tree, the
+  command's frame loop alone on the same frames as JPEG (quality 95), wall FPS with
+  ``initialize``: decoded beforehand (the API), decoded in the loop (as ``ebmtrack track`` did
+  before it prefetched) and decoded ahead by a thread (``ebmtrack.data.prefetch``), alternating,
+  best of 2; start-up (several seconds on a busy machine) does not blur this comparison.
+- **commands** (``--parts ...,commands``): the whole ``ebmtrack track`` on those JPEGs (start-up,
+  decoding, tracking, writing the boxes), and on their first 2 frames, whose time is the
+  start-up: ``(N - 2) / (T_N - T_2)`` is the rate at which the command tracks once started.
 
     git worktree add /tmp/before COMMIT
     nice -n 5 .venv/bin/python benchmarks/bench_frame_size.py --before-src /tmp/before/src \
-        --commands
+        --parts api,pipeline,commands
 
 Prints markdown tables and writes ``runs/bench_frame_size.json``. On a machine shared with other
 jobs the wall-clock FPS move with the load (printed beside them); CPU-time FPS and the ratios
@@ -106,6 +110,40 @@ def child(spec: dict) -> None:
     print("RESULT " + json.dumps(result), flush=True)
 
 
+def pipeline_child(spec: dict) -> None:
+    """The command's frame loop in this process, on a folder of JPEGs: tracking frames decoded
+    beforehand (the API), decoded in the loop (the command before prefetching) and decoded
+    ahead by :func:`ebmtrack.data.prefetch.prefetch`, alternating, best of ``repeats``; wall
+    FPS, ``initialize`` included. Prints one JSON line."""
+    import ebmtrack
+    from ebmtrack.data.io import list_images, read_image
+    from ebmtrack.data.prefetch import prefetch
+
+    paths = list_images(spec["folder"])
+    box = [float(v) for v in spec["init"].split(",")]
+    decoded = [read_image(p, keep_gray=True) for p in paths]
+    tracker = ebmtrack.load_tracker("atom", threads=1, precision="float32")
+    loops = {
+        "api": lambda: iter(decoded),
+        "inline": lambda: (read_image(p, keep_gray=True) for p in paths),
+        "prefetch": lambda: prefetch(read_image(p, keep_gray=True) for p in paths),
+    }
+    tracker.initialize(decoded[0], box)  # warm-up
+    for frame in decoded[1 : 1 + spec["warmup"]]:
+        tracker.track(frame)
+    best = dict.fromkeys(loops, 0.0)
+    load = load_average()
+    for repeat in range(spec["repeats"]):
+        for name in list(loops)[:: 1 if repeat % 2 == 0 else -1]:
+            start = time.perf_counter()
+            frames = loops[name]()
+            tracker.initialize(next(frames), box)
+            for frame in frames:
+                tracker.track(frame)
+            best[name] = max(best[name], len(paths) / (time.perf_counter() - start))
+    print("RESULT " + json.dumps({**best, "load": load}), flush=True)
+
+
 def run_child(src: Path, spec: dict) -> dict:
     env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
     out = subprocess.run(
@@ -170,6 +208,22 @@ def print_api(rows: list[dict]) -> None:
         )
 
 
+def print_pipeline(rows: list[dict]) -> None:
+    print(
+        "\n| frame size | frames decoded before (API) FPS | decoded in the loop | / API "
+        "| decoded ahead (prefetch) | / API | load |\n|---|---|---|---|---|---|---|"
+    )
+    for row in rows:
+        if "pipeline" in row:
+            r = row["pipeline"]
+            print(
+                f"| {row['size'][0]}x{row['size'][1]} | {r['api']:.1f} | {r['inline']:.1f} "
+                f"| {r['inline'] / r['api']:.2f} | {r['prefetch']:.1f} "
+                f"| {r['prefetch'] / r['api']:.2f} | {r['load']:.1f} |",
+                flush=True,
+            )
+
+
 def print_commands(rows: list[dict], frames: int) -> None:
     print(
         "\n| frame size | tree | `ebmtrack track` FPS | / API FPS | tracking rate once "
@@ -194,11 +248,17 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=60, help="frames per run, init included")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=2, help="runs per row; the best counts")
-    parser.add_argument("--commands", action="store_true", help="also time `ebmtrack track`")
+    parser.add_argument(
+        "--parts",
+        default="api,pipeline",
+        help="comma-separated: api, pipeline (the command's loop in one process), commands "
+        "(the whole `ebmtrack track`)",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench_frame_size.json")
     args = parser.parse_args()
     if args.child:
-        child(json.loads(args.child))
+        spec = json.loads(args.child)
+        (pipeline_child if "folder" in spec else child)(spec)
         return
     trees = {"after": REPO / "src"}
     if args.before_src is not None:
@@ -211,27 +271,36 @@ def main() -> None:
     for size in SIZES:
         for name in trees:
             rows.append({"tree": name, "size": size, "api": [], "command": [], "startup": []})
-    for repeat in range(args.repeats):
+    parts = set(args.parts.split(","))
+    for repeat in range(args.repeats if "api" in parts else 0):
         for row in rows[:: 1 if repeat % 2 == 0 else -1]:
             spec = {"frames": args.frames, "warmup": args.warmup, "size": row["size"]}
             row["api"].append(run_child(trees[row["tree"]], spec))
-    print_api(rows)
-    if args.commands:
+    if "api" in parts:
+        print_api(rows)
+    if parts & {"pipeline", "commands"}:
         with tempfile.TemporaryDirectory() as tmp:
             folders = {}
             for size in SIZES:
                 folder = Path(tmp) / f"{size[0]}x{size[1]}" / "img"
                 folders[tuple(size)] = (folder, write_folder(folder, args.frames, size))
-            for src in trees.values():  # warm-up: imports, ONNX files
+            for row in rows if "pipeline" in parts else ():
+                if row["tree"] == "after":
+                    folder, init = folders[tuple(row["size"])]
+                    spec = {"folder": str(folder), "init": init, "warmup": args.warmup}
+                    row["pipeline"] = run_child(trees["after"], {**spec, "repeats": 2})
+            print_pipeline(rows)
+            for src in trees.values() if "commands" in parts else ():  # warm-up: imports
                 run_command(src, *folders[SIZES[0]], 2)
-            for repeat in range(args.repeats):
+            for repeat in range(args.repeats if "commands" in parts else 0):
                 for row in rows[:: 1 if repeat % 2 == 0 else -1]:
                     folder, init = folders[tuple(row["size"])]
                     row["command"].append(
                         run_command(trees[row["tree"]], folder, init, args.frames)
                     )
                     row["startup"].append(run_command(trees[row["tree"]], folder, init, 2))
-        print_commands(rows, args.frames)
+        if "commands" in parts:
+            print_commands(rows, args.frames)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1, default=str))
 
