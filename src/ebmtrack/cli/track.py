@@ -197,6 +197,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     from ebmtrack.api import load_multi_tracker
     from ebmtrack.cli.window import require_gui, select_boxes
+    from ebmtrack.data.prefetch import prefetch
     from ebmtrack.data.sources import BadFrame, open_source
     from ebmtrack.tracking.init_box import clip_init_box
 
@@ -211,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
         resolve_format(args.format, args.out, len(inits))
     name, options = tracker_settings(args)
     source = open_source(args.source, skip_bad=args.on_bad_frame == "skip")
+    source.frames = prefetch(source.frames)  # decoded ahead in a thread, beside the tracker
     first = next(source.frames, None)
     if first is None:
         raise CLIError(f"no frames could be read from {args.source}")

@@ -38,6 +38,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ebmtrack.data.datasets import Sequence
+from ebmtrack.data.prefetch import prefetch
 from ebmtrack.evaluation.results import (
     PARAMETER_NAME,
     SUPERVISED_NAME,
@@ -120,7 +121,9 @@ def track_sequence(
     ``initialize`` / ``track`` alone (image reading excluded). ``on_frame(index)`` is called
     after each frame.
     """
-    first = sequence.frame(0)
+    # Decoded ahead in a thread, beside the tracker; the reader stops when the loop ends.
+    frames = prefetch(sequence.frame(index) for index in range(len(sequence)))
+    first = next(frames)
     init_box = clip_init_box(sequence.init_box, first.shape, f"{sequence.name} init box")
     boxes = np.empty((len(sequence), 4))
     times = np.empty(len(sequence))
@@ -130,8 +133,7 @@ def track_sequence(
     boxes[0] = init_box
     if on_frame is not None:
         on_frame(0)
-    for index in range(1, len(sequence)):
-        frame = sequence.frame(index)
+    for index, frame in enumerate(frames, start=1):
         start = time.perf_counter()
         result = tracker.track(frame)
         times[index] = time.perf_counter() - start

@@ -1,7 +1,8 @@
 """First-frame data augmentation: the initial training samples of ATOM's online classifier.
 
-Each transform is one crop of the first frame (:func:`ebmtrack.ops.crop.crop_square`, so the
-geometry is exact and borders replicate) followed, for blur, by a Gaussian filter of the crop. The
+Each transform is one crop of the first frame (:func:`ebmtrack.ops.crop.crop_squares`, all of them
+from one anti-aliasing pyramid, so the geometry is exact and borders replicate) followed, for
+blur, by a Gaussian filter of the crop. The
 target centre in each crop comes from the crop's affine map, so labels move with shifts, rotations
 and flips. Channel dropout works on features and is applied by :func:`dropout_copies`.
 """
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ebmtrack.ops.crop import apply_matrix, crop_square
+from ebmtrack.ops.crop import CropSpec, apply_matrix, crop_squares
 
 __all__ = ["AugmentationParams", "augmented_crops", "dropout_copies", "num_augmented_crops"]
 
@@ -87,21 +88,22 @@ def augmented_crops(
     for angle in params.aug_rotations:
         transforms.append((random_shift(), float(angle), False, None))
 
-    crops = np.empty((len(transforms), size, size, 3), dtype=np.uint8)
-    centers = np.empty((len(transforms), 2))
     target = np.asarray(center, dtype=np.float64)
-    for i, (shift, angle, flip, blur) in enumerate(transforms):
-        # Moving the crop by -shift moves the target by +shift in the crop.
-        crop_center = target - shift * px_per_crop_px
-        patch, matrix = crop_square(frame, tuple(crop_center), side, size, angle, flip)
+    # Moving the crop by -shift moves the target by +shift in the crop.
+    specs = [
+        CropSpec(tuple(target - shift * px_per_crop_px), side, angle, flip)
+        for shift, angle, flip, _ in transforms
+    ]
+    crops, matrices = crop_squares(frame, specs, size)
+    centers = np.empty((len(transforms), 2))
+    for i, (_, _, _, blur) in enumerate(transforms):
         if blur is not None:
             sigma_y, sigma_x = blur
             ksize = (2 * math.ceil(2 * sigma_x) + 1, 2 * math.ceil(2 * sigma_y) + 1)
-            patch = cv2.GaussianBlur(
-                patch, ksize, sigmaX=sigma_x, sigmaY=sigma_y, borderType=cv2.BORDER_REPLICATE
+            crops[i] = cv2.GaussianBlur(
+                crops[i], ksize, sigmaX=sigma_x, sigmaY=sigma_y, borderType=cv2.BORDER_REPLICATE
             )
-        crops[i] = patch
-        centers[i] = apply_matrix(matrix, target)
+        centers[i] = apply_matrix(matrices[i], target)
     return crops, centers
 
 

@@ -2,8 +2,8 @@
 
 The target is a centre and a size in frame pixels. Each frame, a square region of side
 ``search_area_scale * sqrt(w h)`` around the last centre is cropped and resized to
-``search_size`` pixels (:func:`ebmtrack.ops.crop.crop_square`); the classifier and the box head
-work in that crop's pixels.
+``search_size`` pixels (:func:`ebmtrack.ops.crop.crop_squares`: the regions of one frame share its
+anti-aliasing pyramid); the classifier and the box head work in that crop's pixels.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ebmtrack.ops.crop import crop_square, search_region_side
+from ebmtrack.ops.crop import CropSpec, crop_squares, search_region_side
 from ebmtrack.tracking.augment import augmented_crops, dropout_copies
 from ebmtrack.tracking.base import TrackResult
 from ebmtrack.tracking.init_box import clip_init_box
@@ -181,11 +181,15 @@ class SearchRegionTracker:
         self._clamp_state(state, frame.shape)
         state.frame_index += 1
         size = self.params.search_size
-        regions = []
-        for factor in side_factors:
-            side = self._side(state.size) * factor
-            patch, matrix = crop_square(frame, tuple(state.center), side, size)
-            regions.append(SearchRegion(patch, matrix, size / side, factor))
+        center, side = tuple(state.center), self._side(state.size)
+        specs = [CropSpec(center, side * factor) for factor in side_factors]
+        patches, matrices = crop_squares(frame, specs, size)
+        regions = [
+            SearchRegion(patch, matrix, size / spec.side, factor)
+            for patch, matrix, spec, factor in zip(
+                patches, matrices, specs, side_factors, strict=True
+            )
+        ]
         return state, frame, regions
 
     def _search_features(
