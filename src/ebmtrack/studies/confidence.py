@@ -113,10 +113,10 @@ def collect(
     out: Path, trackers: list[str], seeds: list[int], sets: dict, peers: Path | None
 ) -> None:
     """Run :func:`collect_sequence` for every tracker, seed and sequence of ``sets`` not yet in
-    ``OUT/features/TRACKER/seedS/SET__SEQ.npz`` (``peers``: NanoTrack's model folder)."""
+    ``OUT/TRACKER/seedS/SET__SEQ.npz`` (``peers``: NanoTrack's model folder)."""
     for name in trackers:
         for seed in seeds if name in OURS else seeds[:1]:
-            folder = out / "features" / name / f"seed{seed}"
+            folder = out / name / f"seed{seed}"
             for set_name, sequences in sets.items():
                 for sequence in sequences:
                     path = folder / f"{set_name}__{sequence.name}.npz"
@@ -202,7 +202,7 @@ def _jsonable(value):
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=("collect", "fit"))
+    parser.add_argument("step", choices=("collect", "collect-test", "fit"))
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--trackers", default="atom,dimp-nce+,nanotrack")
     parser.add_argument("--seeds", default="0")
@@ -212,13 +212,23 @@ def main(argv: list[str] | None = None) -> None:
         "--peer-models", type=Path, default=TRAIN.parent.parent / "peers", help="NanoTrack's"
     )
     parser.add_argument("--ship", type=Path, help="write our trackers' calibrators here")
+    parser.add_argument(
+        "--test", type=Path, help="collect-test: the test sequences (features kept apart)"
+    )
     args = parser.parse_args(argv)
     configure_threads(1)
     trackers = [t for t in args.trackers.split(",") if t]
     if args.step == "collect":
         seeds = [int(s) for s in args.seeds.split(",")]
         sets = training_sets(args.train, args.generated)
-        collect(args.out, trackers, seeds, sets, args.peer_models)
+        collect(args.out / "features", trackers, seeds, sets, args.peer_models)
+        return
+    if args.step == "collect-test":
+        if args.test is None:
+            parser.error("collect-test needs --test")
+        seeds = [int(s) for s in args.seeds.split(",")]
+        sets = {"test": load_folder(args.test)}
+        collect(args.out / "test", trackers, seeds, sets, args.peer_models)
         return
     calibrators, held_out = fit_all(args.out, trackers)
     digest = save_calibrators(args.out / "calibrators.json", calibrators)
