@@ -40,7 +40,16 @@ from ebmtrack.tracking.init_box import clip_init_box
 from ebmtrack.tracking.registry import create_tracker
 from ebmtrack.training.presets.pack import PACK_HOLDOUT
 
-__all__ = ["collect_sequence", "fit_all", "is_held_out", "main", "training_sets"]
+__all__ = [
+    "collect_sequence",
+    "fit_all",
+    "is_held_out",
+    "main",
+    "plot_reliability",
+    "report",
+    "test_predictions",
+    "training_sets",
+]
 
 TRAIN = Path(__file__).resolve().parents[4] / "shared" / "data" / "train"
 GENERATED_SEED = 2031
@@ -192,6 +201,77 @@ def fit_all(out: Path, trackers: list[str]) -> tuple[dict[str, Calibrator], dict
     return calibrators, held_out
 
 
+def test_predictions(out: Path, calibrators: dict[str, Calibrator]) -> dict:
+    """``OUT/test`` (collect-test) through the calibrators: ``{method: {seed: (p, iou)}}`` with
+    method ``TRACKER`` (its features) or ``TRACKER:score`` (its raw score alone), p and iou
+    (N,) over every scored frame of the test sequences."""
+    methods: dict = {}
+    for folder in sorted((out / "test").glob("*/seed*")):
+        tracker, seed = folder.parent.name, folder.name
+        files = sorted(folder.glob("*.npz"))
+        data = [np.load(f) for f in files]
+        iou = np.concatenate([d["iou"] for d in data])
+        keep = np.isfinite(iou)
+        inputs = {
+            tracker: np.concatenate([d["features"] for d in data]),
+            f"{tracker}:score": np.concatenate([d["score"] for d in data])[:, None],
+        }
+        for method, x in inputs.items():
+            if method in calibrators:
+                p = calibrators[method].predict(x[keep])
+                methods.setdefault(method, {})[seed] = (p, iou[keep], len(files))
+    return methods
+
+
+def plot_reliability(methods: dict, path: Path) -> None:
+    """Reliability diagram (frames pooled over seeds) of every method, as a PNG."""
+    from matplotlib.figure import Figure
+
+    from ebmtrack.evaluation.calibration import reliability
+
+    fig = Figure(figsize=(5.5, 4.5), dpi=110)
+    ax = fig.subplots()
+    ax.plot([0, 1], [0, 1], color="0.6", linewidth=1, label="perfect")
+    for method, seeds in sorted(methods.items()):
+        p = np.concatenate([v[0] for v in seeds.values()])
+        right = np.concatenate([v[1] for v in seeds.values()]) > IOU_RIGHT
+        counts, mean_conf, share = reliability(p, right)
+        full = counts >= 10
+        style = "-" if ":" not in method else "--"
+        ax.plot(mean_conf[full], share[full], style, marker="o", markersize=3, label=method)
+    ax.set(
+        xlabel="predicted probability of IoU > 0.5",
+        ylabel="share of frames with IoU > 0.5",
+        title="test sequences, all frames, pooled over seeds",
+    )
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.grid(True, alpha=0.4)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+
+
+def report(out: Path, figure: Path) -> dict:
+    """Per method: each seed's :func:`calibration_summary` and their mean; writes the
+    reliability diagram to ``figure`` and ``OUT/test_report.json``."""
+    from ebmtrack.tracking.calibrator import load_calibrators
+
+    calibrators = load_calibrators(out / "calibrators.json")
+    methods = test_predictions(out, calibrators)
+    plot_reliability(methods, figure)
+    table = {}
+    for method, seeds in methods.items():
+        rows = {seed: calibration_summary(p, iou) for seed, (p, iou, _) in seeds.items()}
+        rows = {seed: {**row, "sequences": seeds[seed][2]} for seed, row in rows.items()}
+        keys = [k for k in next(iter(rows.values())) if k != "sequences"]
+        mean = {k: float(np.mean([r[k] for r in rows.values()])) for k in keys}
+        table[method] = {"seeds": rows, "mean": mean}
+    (out / "test_report.json").write_text(json.dumps(_jsonable(table), indent=1) + "\n")
+    return table
+
+
 def _jsonable(value):
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}
@@ -202,7 +282,7 @@ def _jsonable(value):
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=("collect", "collect-test", "fit"))
+    parser.add_argument("step", choices=("collect", "collect-test", "fit", "report"))
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--trackers", default="atom,dimp-nce+,nanotrack")
     parser.add_argument("--seeds", default="0")
@@ -214,6 +294,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ship", type=Path, help="write our trackers' calibrators here")
     parser.add_argument(
         "--test", type=Path, help="collect-test: the test sequences (features kept apart)"
+    )
+    parser.add_argument(
+        "--figure", type=Path, default=Path("docs/results/figures/confidence-reliability.png")
     )
     args = parser.parse_args(argv)
     configure_threads(1)
@@ -229,6 +312,17 @@ def main(argv: list[str] | None = None) -> None:
         seeds = [int(s) for s in args.seeds.split(",")]
         sets = {"test": load_folder(args.test)}
         collect(args.out / "test", trackers, seeds, sets, args.peer_models)
+        return
+    if args.step == "report":
+        table = report(args.out, args.figure)
+        for method, row in sorted(table.items()):
+            mean = row["mean"]
+            print(
+                f"{method:20s} ECE {mean['ece']:.4f} AUROC {mean['auroc_wrong']:.3f} "
+                f"lost P {mean['lost_precision']:.3f} R {mean['lost_recall']:.3f} "
+                f"right {mean['share_right']:.3f} frames {mean['frames']:.0f} "
+                f"seeds {len(row['seeds'])}"
+            )
         return
     calibrators, held_out = fit_all(args.out, trackers)
     digest = save_calibrators(args.out / "calibrators.json", calibrators)
