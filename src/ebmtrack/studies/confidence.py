@@ -49,6 +49,7 @@ __all__ = [
     "report",
     "test_predictions",
     "training_sets",
+    "wrong_on_target",
 ]
 
 TRAIN = Path(__file__).resolve().parents[4] / "shared" / "data" / "train"
@@ -253,9 +254,29 @@ def plot_reliability(methods: dict, path: Path) -> None:
     fig.savefig(path)
 
 
+def wrong_on_target(out: Path, test: Path) -> dict[str, float]:
+    """Per ``TRACKER/seedS`` of ``OUT/test``: the share of its wrong boxes (IoU <= 0.5) whose
+    centre lies inside the ground-truth box (on the target, wrong size or shape)."""
+    truth = {s.name: s.ground_truth for s in load_folder(test)}
+    shares = {}
+    for folder in sorted((out / "test").glob("*/seed*")):
+        wrong = inside = 0
+        for path in sorted(folder.glob("*.npz")):
+            data = np.load(path)
+            gt = truth[path.stem.partition("__")[2]]
+            bad = np.isfinite(data["iou"]) & (data["iou"] <= IOU_RIGHT)
+            centre = data["boxes"][bad, :2] + data["boxes"][bad, 2:] / 2
+            box = gt[bad]
+            within = (centre >= box[:, :2]) & (centre <= box[:, :2] + box[:, 2:])
+            inside += int(np.all(within, axis=1).sum())
+            wrong += int(bad.sum())
+        shares[f"{folder.parent.name}/{folder.name}"] = inside / wrong if wrong else math.nan
+    return shares
+
+
 def report(out: Path, figure: Path) -> dict:
-    """Per method: each seed's :func:`calibration_summary` and their mean; writes the
-    reliability diagram to ``figure`` and ``OUT/test_report.json``."""
+    """Per method: each seed's :func:`calibration_summary` (with the mean confidence) and their
+    mean; writes the reliability diagram to ``figure`` and ``OUT/test_report.json``."""
     from ebmtrack.tracking.calibrator import load_calibrators
 
     calibrators = load_calibrators(out / "calibrators.json")
@@ -263,7 +284,10 @@ def report(out: Path, figure: Path) -> dict:
     plot_reliability(methods, figure)
     table = {}
     for method, seeds in methods.items():
-        rows = {seed: calibration_summary(p, iou) for seed, (p, iou, _) in seeds.items()}
+        rows = {
+            seed: {**calibration_summary(p, iou), "mean_confidence": float(p.mean())}
+            for seed, (p, iou, _) in seeds.items()
+        }
         rows = {seed: {**row, "sequences": seeds[seed][2]} for seed, row in rows.items()}
         keys = [k for k in next(iter(rows.values())) if k != "sequences"]
         mean = {k: float(np.mean([r[k] for r in rows.values()])) for k in keys}
@@ -315,12 +339,16 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.step == "report":
         table = report(args.out, args.figure)
+        if args.test is not None:
+            shares = wrong_on_target(args.out, args.test)
+            print("wrong boxes centred on the target:", json.dumps(shares, indent=1))
         for method, row in sorted(table.items()):
             mean = row["mean"]
             print(
                 f"{method:20s} ECE {mean['ece']:.4f} AUROC {mean['auroc_wrong']:.3f} "
                 f"lost P {mean['lost_precision']:.3f} R {mean['lost_recall']:.3f} "
-                f"right {mean['share_right']:.3f} frames {mean['frames']:.0f} "
+                f"right {mean['share_right']:.3f} mean p {mean['mean_confidence']:.3f} "
+                f"frames {mean['frames']:.0f} "
                 f"seeds {len(row['seeds'])}"
             )
         return
