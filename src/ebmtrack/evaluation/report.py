@@ -8,16 +8,21 @@ from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ebmtrack.data.datasets import Sequence
 from ebmtrack.evaluation import metrics as M
+from ebmtrack.evaluation.calibration import calibration_summary, frame_ious
 from ebmtrack.evaluation.plots import plot_precision, plot_success
-from ebmtrack.evaluation.results import has_result, read_result
+from ebmtrack.evaluation.results import has_result, read_confidence, read_result
 from ebmtrack.evaluation.scoring import Protocol, Score, average, score_run
 
 
 @dataclass
 class TrackerEvaluation:
-    """One tracker's scores: per sequence, per attribute, overall (mean over sequences)."""
+    """One tracker's scores: per sequence, per attribute, overall (mean over sequences), and
+    where its results record a confidence, how well it is calibrated over all their frames
+    (:func:`~ebmtrack.evaluation.calibration.calibration_summary`)."""
 
     name: str
     sequences: dict[str, Score] = field(default_factory=dict)
@@ -25,6 +30,7 @@ class TrackerEvaluation:
     overall: Score | None = None
     runs_found: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    calibration: dict | None = None
 
 
 def evaluate_results(
@@ -44,6 +50,7 @@ def evaluate_results(
     evaluations = []
     for name in tracker_names:
         evaluation = TrackerEvaluation(name)
+        confidences, ious = [], []
         for sequence in scorable:
             run_scores = []
             for run in range(runs):
@@ -53,6 +60,10 @@ def evaluate_results(
                 try:
                     boxes, times = read_result(out_dir, name, run, sequence.name)
                     run_scores.append(score_run(boxes, sequence, protocol, times))
+                    recorded = read_confidence(out_dir, name, run, sequence.name)
+                    if recorded is not None and np.isfinite(recorded[1]).any():
+                        confidences.append(recorded[1])
+                        ious.append(frame_ious(boxes, sequence, protocol.clip_to_image))
                 except ValueError as err:
                     evaluation.problems.append(f"{sequence.name} run {run}: {err}")
             if run_scores:
@@ -60,6 +71,10 @@ def evaluate_results(
                 evaluation.runs_found[sequence.name] = len(run_scores)
         if evaluation.sequences:
             evaluation.overall = average(list(evaluation.sequences.values()))
+        if confidences:
+            evaluation.calibration = calibration_summary(
+                np.concatenate(confidences), np.concatenate(ious)
+            )
         by_attribute: dict[str, list[Score]] = {}
         for sequence in scorable:
             if sequence.name in evaluation.sequences:
@@ -128,6 +143,11 @@ def metrics_dict(
                 "sequences": {n: _score_json(s, False) for n, s in e.sequences.items()},
                 "attributes": {a: _score_json(s, False) for a, s in e.attributes.items()},
                 "problems": e.problems,
+                **(
+                    {"calibration": {k: _clean(v) for k, v in e.calibration.items()}}
+                    if e.calibration
+                    else {}
+                ),
             }
             for e in evaluations
         },
@@ -172,6 +192,25 @@ def overall_table(evaluations: Seq[TrackerEvaluation], num_sequences: int) -> st
         s = e.overall.summary() if e.overall else {}
         cells = [_fmt(s.get(k, math.nan)) for k, _ in _COLUMNS]
         cells += [_fmt(s.get("fps", math.nan), False), f"{len(e.sequences)}/{num_sequences}"]
+        lines.append(f"| {e.name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _decimals(value: float) -> str:
+    return "–" if value is None or not math.isfinite(value) else f"{value:.3f}"
+
+
+def confidence_table(evaluations: Seq[TrackerEvaluation]) -> str:
+    """How well each tracker's confidence predicts IoU > 0.5, over every scored frame after the
+    first of every run (docs/evaluation.md, "Confidence")."""
+    lines = [
+        "| Tracker | ECE | AUROC (IoU < 0.5) | Brier | lost: precision | lost: recall | frames |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for e in evaluations:
+        c = e.calibration
+        cells = [_decimals(c[k]) for k in ("ece", "auroc_wrong", "brier")]
+        cells += [_fmt(c["lost_precision"]), _fmt(c["lost_recall"]), str(c["frames"])]
         lines.append(f"| {e.name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -288,6 +327,9 @@ def write_report(
         "## Overall on all sequences\n" if seen else "## Overall\n",
         markdown_tables(evaluations, names, seen) + "\n",
     ]
+    calibrated = [e for e in evaluations if e.calibration]
+    if calibrated:
+        parts += ["## Confidence\n", confidence_table(calibrated) + "\n"]
     if scored:
         parts += ["## Plots\n", "![success plot](success.png) ![precision plot](precision.png)\n"]
     problems = [f"- {e.name}: {p}" for e in evaluations for p in e.problems]

@@ -2,8 +2,13 @@
 
 ``OUT/results/TRACKER/default_RRR/SEQ.txt`` holds one ``x y w h`` line per frame (tab separated,
 floats, row 1 = the init box) and ``SEQ_time.txt`` the seconds each frame took (init included,
-image reading excluded). RRR is the 0-based run index. The box file is written last, so its
-presence means the sequence is complete.
+image reading excluded). RRR is the 0-based run index. ``SEQ_confidence.txt``, where a tracker
+gives one, has a header line ``score confidence target`` and one line per frame: the tracker's
+raw score, its confidence (the probability that the box overlaps the target with IoU > 0.5) and
+the target state derived from it (``tracked`` / ``uncertain`` / ``lost`` / ``unknown``;
+:class:`~ebmtrack.tracking.base.TargetState`), tab separated, ``nan`` where there is none (row
+1). Results without that file (older ones, other tools') read as before. The box file is written
+last, so its presence means the sequence is complete.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ebmtrack.data.datasets import read_boxes
+from ebmtrack.tracking.base import target_state
 
 PARAMETER_NAME = "default"
 
@@ -27,6 +33,11 @@ def run_dir(out_dir: str | Path, tracker: str, run: int, parameter: str = PARAME
     """Folder of the result files of ``tracker``'s run ``run`` (0-based); ``parameter`` is
     ``default`` for one-pass results, :data:`SUPERVISED_NAME` for VOT's supervised ones."""
     return Path(out_dir) / "results" / tracker / f"{parameter}_{run:03d}"
+
+
+def confidence_path(out_dir: str | Path, tracker: str, run: int, sequence: str) -> Path:
+    """The per-frame score and confidence file of one tracker, run and sequence."""
+    return run_dir(out_dir, tracker, run) / f"{sequence}_confidence.txt"
 
 
 def result_paths(
@@ -43,7 +54,7 @@ def _umask() -> int:
     return mask
 
 
-def _write_atomic(path: Path, array: np.ndarray, fmt: str) -> None:
+def _write_atomic(path: Path, array: np.ndarray | str, fmt: str = "") -> None:
     """Write to a temporary file, then rename it to ``path``, which gets the permissions of an
     ordinary new file (0644 under the usual umask; ``mkstemp`` alone makes 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -51,7 +62,10 @@ def _write_atomic(path: Path, array: np.ndarray, fmt: str) -> None:
     try:
         os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "w") as handle:
-            np.savetxt(handle, array, fmt=fmt, delimiter="\t")
+            if isinstance(array, str):
+                handle.write(array)
+            else:
+                np.savetxt(handle, array, fmt=fmt, delimiter="\t")
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -59,10 +73,11 @@ def _write_atomic(path: Path, array: np.ndarray, fmt: str) -> None:
 
 
 def write_result(
-    out_dir: str | Path, tracker: str, run: int, sequence: str, boxes, times=None
+    out_dir: str | Path, tracker: str, run: int, sequence: str, boxes, times=None, scores=None
 ) -> Path:
-    """Write boxes (N, 4) and per-frame times (N,) atomically; returns the boxes file. Without
-    ``times`` (result files of a tool that kept none) no times file is written."""
+    """Write boxes (N, 4), per-frame times (N,) and, when given, per-frame (score, confidence)
+    pairs ``scores`` (N, 2) atomically; returns the boxes file. Without ``times`` (result files
+    of a tool that kept none) no times file is written."""
     boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
     box_path, time_path = result_paths(out_dir, tracker, run, sequence)
     if times is not None:
@@ -72,6 +87,15 @@ def write_result(
         _write_atomic(time_path, times, "%.6f")
     else:
         time_path.unlink(missing_ok=True)
+    if scores is not None:
+        scores = np.asarray(scores, dtype=np.float64).reshape(-1, 2)
+        if len(scores) != len(boxes):
+            raise ValueError(f"{len(boxes)} boxes but {len(scores)} scores")
+        lines = ["score\tconfidence\ttarget"] + [
+            f"{score:.6g}\t{confidence:.6g}\t{target_state(confidence).value}"
+            for score, confidence in scores
+        ]
+        _write_atomic(confidence_path(out_dir, tracker, run, sequence), "\n".join(lines) + "\n")
     _write_atomic(box_path, boxes, "%.4f")
     return box_path
 
@@ -158,3 +182,22 @@ def record_options(out_dir: str | Path, tracker: str, options: dict[str, str]) -
     before = read_options(out_dir, tracker)
     if before != {k: recorded_value(v) for k, v in options.items()}:
         raise options_mismatch(out_dir, tracker, before, options)
+
+
+def read_confidence(
+    out_dir: str | Path, tracker: str, run: int, sequence: str
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(score (N,), confidence (N,)) of one result, or None when it has no confidence file.
+    Raises ValueError for a malformed file."""
+    path = confidence_path(out_dir, tracker, run, sequence)
+    if not path.is_file():
+        return None
+    lines = path.read_text().splitlines()
+    if not lines or lines[0].split("\t")[:2] != ["score", "confidence"]:
+        raise ValueError(f"{path}: expected a header line 'score<TAB>confidence<TAB>target'")
+    try:
+        values = np.array([[float(v) for v in line.split("\t")[:2]] for line in lines[1:]])
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
+    values = values.reshape(-1, 2)
+    return values[:, 0], values[:, 1]

@@ -52,7 +52,7 @@ from ebmtrack.evaluation.results import (
 )
 from ebmtrack.evaluation.vot import track_supervised, trajectory_lines
 from ebmtrack.runtime import DEFAULT_THREADS, configure_threads
-from ebmtrack.tracking.base import Tracker
+from ebmtrack.tracking.base import Tracker, TrackResult
 from ebmtrack.tracking.init_box import clip_init_box
 from ebmtrack.tracking.registry import TrackerFactory
 
@@ -112,14 +112,17 @@ class RunSummary:
 
 
 def track_sequence(
-    tracker: Tracker, sequence: Sequence, on_frame: Callable[[int], None] | None = None
+    tracker: Tracker,
+    sequence: Sequence,
+    on_frame: Callable[[int], None] | None = None,
+    on_result: Callable[[int, TrackResult], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One-pass evaluation: initialise on frame 1's ground truth, then track every frame.
 
     Returns boxes (N, 4), row 0 = the init box (clipped to the frame by
     :func:`~ebmtrack.tracking.init_box.clip_init_box`), and per-frame seconds (N,) of
     ``initialize`` / ``track`` alone (image reading excluded). ``on_frame(index)`` is called
-    after each frame.
+    after each frame, ``on_result(index, result)`` with each tracked frame's result.
     """
     # Decoded ahead in a thread, beside the tracker; the reader stops when the loop ends.
     frames = prefetch(sequence.frame(index) for index in range(len(sequence)))
@@ -138,6 +141,8 @@ def track_sequence(
         result = tracker.track(frame)
         times[index] = time.perf_counter() - start
         boxes[index] = np.asarray(result.box, dtype=np.float64).reshape(4)
+        if on_result is not None:
+            on_result(index, result)
         if on_frame is not None:
             on_frame(index)
     return boxes, times
@@ -160,20 +165,26 @@ def _seed_generators(seed: int) -> None:
 
 
 def run_job(job: Job, out_dir: Path, on_frame: Callable[[int], None] | None = None) -> None:
-    """Track one sequence, with the generators seeded by :func:`job_seed`, and write its results."""
+    """Track one sequence, with the generators seeded by :func:`job_seed`, and write its results
+    (with each frame's score and confidence)."""
     tracker = job.tracker.create()
     _seed_generators(job_seed(job.run, job.sequence.name))
     name, run, sequence = job.tracker.name, job.run, job.sequence.name
+    scores = np.full((len(job.sequence), 2), np.nan)
+
+    def on_result(index: int, result: TrackResult) -> None:
+        scores[index] = (result.score, getattr(result, "confidence", np.nan))
+
     if job.experiment == "supervised":
         boxes, codes, times = track_supervised(tracker, job.sequence, on_frame=on_frame)
     else:
-        boxes, times = track_sequence(tracker, job.sequence, on_frame)
+        boxes, times = track_sequence(tracker, job.sequence, on_frame, on_result)
     try:
         if job.experiment == "supervised":
             lines = trajectory_lines(boxes, codes)
             write_trajectory_result(out_dir, name, run, sequence, lines, times)
         else:
-            write_result(out_dir, name, run, sequence, boxes, times)
+            write_result(out_dir, name, run, sequence, boxes, times, scores)
     except OSError as err:
         raise ResultsNotWritten(
             f"cannot write results to {out_dir}: {err.strerror or err}"

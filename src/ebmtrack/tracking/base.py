@@ -12,6 +12,7 @@ Conventions, used throughout ebmtrack:
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -30,19 +31,57 @@ class TrackStatus(str, enum.Enum):
     LOST = "lost"
 
 
+class TargetState(str, enum.Enum):
+    """Whether the target is where the box says, from :attr:`TrackResult.confidence`: ``tracked``
+    when the confidence is at least :data:`TRACKED_FROM`, ``lost`` below :data:`LOST_BELOW`
+    (more likely wrong than right), ``uncertain`` between; ``unknown`` without a confidence."""
+
+    TRACKED = "tracked"
+    UNCERTAIN = "uncertain"
+    LOST = "lost"
+    UNKNOWN = "unknown"
+
+
+TRACKED_FROM = 0.8
+"""A box at least this likely to overlap the target with IoU > 0.5 is ``tracked``."""
+LOST_BELOW = 0.5
+"""A box less likely than this to overlap the target with IoU > 0.5 is ``lost``."""
+
+
+def target_state(confidence: float) -> TargetState:
+    """The :class:`TargetState` of a confidence (NaN: ``unknown``)."""
+    if not math.isfinite(confidence):
+        return TargetState.UNKNOWN
+    if confidence >= TRACKED_FROM:
+        return TargetState.TRACKED
+    return TargetState.LOST if confidence < LOST_BELOW else TargetState.UNCERTAIN
+
+
 @dataclass(frozen=True)
 class TrackResult:
     """The output of :meth:`Tracker.track` for one frame.
 
     Attributes:
         box: (x, y, w, h) in pixels, shape (4,), float64.
-        score: the tracker's confidence (for ATOM the classifier's max score); NaN if it has none.
-        status: see :class:`TrackStatus`.
+        score: the tracker's own score (for ATOM the classifier's max score; its scale differs
+            from tracker to tracker and from sequence to sequence); NaN if it has none.
+        status: see :class:`TrackStatus` (the tracker's localisation verdict, which also steers
+            its updates).
+        confidence: the probability that ``box`` overlaps the target with IoU > 0.5, from a
+            calibrator fitted on training data over the tracker's per-frame features
+            (:mod:`ebmtrack.tracking.confidence`); NaN where the tracker has no calibrator.
     """
 
     box: np.ndarray
     score: float = float("nan")
     status: TrackStatus = TrackStatus.NORMAL
+    confidence: float = float("nan")
+
+    @property
+    def target(self) -> TargetState:
+        """``tracked`` / ``uncertain`` / ``lost`` from :attr:`confidence` (see
+        :class:`TargetState`)."""
+        return target_state(self.confidence)
 
 
 @runtime_checkable

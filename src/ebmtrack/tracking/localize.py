@@ -61,11 +61,15 @@ def best_scale(factors: tuple[float, ...], peaks: list[float]) -> tuple[int, flo
 
 @dataclass(frozen=True)
 class Localization:
-    """The result of :func:`localize`: position (x, y) in crop pixels, the max score, a status."""
+    """The result of :func:`localize`: position (x, y) in crop pixels, its score, a status, and
+    the score of the other peak (the strongest outside the first one's neighbourhood when the
+    position is the first peak, the first peak when it is the second; NaN where none was looked
+    for: a lost target, or no cell outside the neighbourhood)."""
 
     position: tuple[float, float]
     score: float
     status: TrackStatus
+    other_score: float = math.nan
 
 
 def localize(
@@ -128,10 +132,10 @@ def localize(
     near2 = math.hypot(position2[0] - center, position2[1] - center) <= limit
     if score2 > distractor_threshold * score1:
         if near1 and not near2:
-            return Localization(position1, score1, TrackStatus.HARD_NEGATIVE)
+            return Localization(position1, score1, TrackStatus.HARD_NEGATIVE, score2)
         if near2 and not near1:
-            return Localization(position2, score2, TrackStatus.HARD_NEGATIVE)
-        return Localization(position1, score1, TrackStatus.UNCERTAIN)
+            return Localization(position2, score2, TrackStatus.HARD_NEGATIVE, score1)
+        return Localization(position1, score1, TrackStatus.UNCERTAIN, score2)
     if score2 > hard_negative_threshold * score1 and score2 > not_found_threshold:
-        return Localization(position1, score1, TrackStatus.HARD_NEGATIVE)
-    return Localization(position1, score1, TrackStatus.NORMAL)
+        return Localization(position1, score1, TrackStatus.HARD_NEGATIVE, score2)
+    return Localization(position1, score1, TrackStatus.NORMAL, score2)

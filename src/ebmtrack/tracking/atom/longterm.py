@@ -54,9 +54,10 @@ class AtomLTTracker(AtomTracker):
         backbone: Backbone,
         iou_net: AtomIoUNet | None = None,
         params: AtomLTParams | None = None,
+        calibrator=None,
     ) -> None:
         params = params or AtomLTParams()
-        super().__init__(backbone, iou_net, params)
+        super().__init__(backbone, iou_net, params, calibrator)
         size = params.search_size
         self._lost_image = torch.empty(params.lost_crops, 3, size, size, device=self.device)
         self._lost_search = LostSearch(params.lost_crops, params.tile_overlap)

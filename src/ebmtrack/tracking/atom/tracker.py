@@ -47,6 +47,7 @@ from ebmtrack.tracking.box_refine import (
     select_box,
     window_test_features,
 )
+from ebmtrack.tracking.confidence import ConfidenceEstimator
 from ebmtrack.tracking.features import feature_extractor
 from ebmtrack.tracking.localize import best_scale
 from ebmtrack.tracking.memory import SampleMemory
@@ -83,6 +84,8 @@ class AtomTracker(SearchRegionTracker):
         iou_net: the offline-trained IoU predictor for this backbone; required when
             ``params.use_iou_net``.
         params: :class:`AtomParams`; its ``backbone`` name is informational here.
+        calibrator: maps the per-frame features of :mod:`ebmtrack.tracking.confidence` to
+            ``TrackResult.confidence``; None: the confidence is NaN.
 
     For speed the tracker runs private copies with BatchNorm folded in: the eager backbone via
     :func:`~ebmtrack.models.backbones.optimize_for_inference` (channels-last too) and the IoU-Net's
@@ -93,7 +96,8 @@ class AtomTracker(SearchRegionTracker):
 
     After each :meth:`track` call, ``last_timings`` holds the seconds spent in ``crop`` (search
     region), ``backbone``, ``classifier`` (scores and localisation), ``iou`` (box refinement)
-    and ``update`` (memory and filter training); on CUDA they include no synchronisation, so
+    and ``update`` (memory and filter training), ``confidence_estimator.last_features`` the
+    frame's confidence features; on CUDA they include no synchronisation, so
     they are CPU-side times.
     """
 
@@ -104,8 +108,10 @@ class AtomTracker(SearchRegionTracker):
         backbone: Backbone,
         iou_net: AtomIoUNet | None = None,
         params: AtomParams | None = None,
+        calibrator=None,
     ) -> None:
         self.params = params = params or AtomParams()
+        self.confidence_estimator = ConfidenceEstimator(calibrator)
         self.device = torch.device(params.device)
         self.dtype = resolve_precision(params.precision, self.device)
         self.backbone = backbone.to(self.device).eval()
@@ -187,6 +193,7 @@ class AtomTracker(SearchRegionTracker):
         with torch.no_grad():
             projected = classifier.project(samples)
         self._start(first, _State, projected, labels, classifier=classifier, modulation=modulation)
+        self.confidence_estimator.reset()
 
     def _frame_factors(self) -> tuple[float, ...]:
         # Frame t (the first tracked one is 2) searches scale when (t - 2) % interval == 0.
@@ -207,7 +214,8 @@ class AtomTracker(SearchRegionTracker):
             best, factor = best_scale(factors, peaks)
             region, projected = regions[best], projected[best : best + 1]
             matrix, scale = region.matrix, region.scale  # scale: crop px per frame px
-            found = self._localize(scores[best], self.stride, state.size * scale)
+            target_crop = state.size * scale
+            found = self._localize(scores[best], self.stride, target_crop)
         toc = time.perf_counter()
         timings["classifier"], tic = toc - tic, toc
 
@@ -259,8 +267,13 @@ class AtomTracker(SearchRegionTracker):
                 product_dtype=self.dtype,
             )
         timings["update"] = time.perf_counter() - tic
+        # The confidence reads what the frame computed and changes nothing.
+        confidence = self.confidence_estimator(
+            scores[best], found, params.search_size, target_crop, peaks
+        )
+        timings["confidence"] = self.confidence_estimator.last_seconds
         box = self._box(state) if reported is None else reported
-        return TrackResult(box, found.score, status)
+        return TrackResult(box, found.score, status, confidence)
 
     def _refine_box(
         self, feats: dict[str, Tensor], center: np.ndarray, size: np.ndarray

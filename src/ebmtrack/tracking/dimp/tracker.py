@@ -21,6 +21,7 @@ the unaugmented crop. Geometry as ATOM: continuous frame pixels, crops with exac
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -41,6 +42,7 @@ from ebmtrack.tracking.box_refine import (
     select_box,
     window_test_features,
 )
+from ebmtrack.tracking.confidence import ConfidenceEstimator
 from ebmtrack.tracking.dimp.params import DiMPParams
 from ebmtrack.tracking.dimp.refine import FrameBoxEnergy, ascend_boxes
 from ebmtrack.tracking.features import feature_extractor
@@ -72,12 +74,15 @@ class DiMPTracker(SearchRegionTracker):
         box_head: the IoU-Net trained as an EBM (any loss of :data:`ebmtrack.ebm.LOSSES`);
             required when ``params.use_box_head``.
         params: :class:`DiMPParams`; its ``backbone`` name is informational here.
+        calibrator: maps the per-frame features of :mod:`ebmtrack.tracking.confidence` to
+            ``TrackResult.confidence``; None: the confidence is NaN.
 
     The modules are moved to ``device`` and set to eval mode; the box head runs as a private
     BatchNorm-folded copy (:func:`~ebmtrack.tracking.box_refine.fold_iou_net`), the backbone as
     ATOM's (:func:`~ebmtrack.tracking.features.feature_extractor`). After each :meth:`track`
     call ``last_timings`` holds the seconds spent in ``crop``, ``backbone``, ``classifier``
-    (features, scores, localisation), ``box`` (refinement) and ``update`` (memory, filter).
+    (features, scores, localisation), ``box`` (refinement), ``update`` (memory, filter) and
+    ``confidence``; ``confidence_estimator.last_features`` holds the frame's confidence features.
     """
 
     name = "dimp-nce+"
@@ -88,8 +93,11 @@ class DiMPTracker(SearchRegionTracker):
         classifier: DiMPClassifier,
         box_head: AtomIoUNet | None = None,
         params: DiMPParams | None = None,
+        calibrator=None,
     ) -> None:
         self.params = params = params or DiMPParams()
+        self.confidence_estimator = ConfidenceEstimator(calibrator)
+        self._box_value = math.nan  # the box head's value at its last box (for the confidence)
         self.device = torch.device(params.device)
         self.backbone = backbone.to(self.device).eval()
         self.classifier_layer = backbone.classifier_layer
@@ -153,6 +161,7 @@ class DiMPTracker(SearchRegionTracker):
                 ref_feats = [feats[layer][:1] for layer in self.box_layers]
                 modulation = self.box_head.modulation(ref_feats, boxes[:1])
         self._start(first, _State, samples, boxes, filter=target_filter, modulation=modulation)
+        self.confidence_estimator.reset()
 
     def _finish(self, state, frame, regions, feats, timings) -> TrackResult:
         """The frame after the backbone (:meth:`SearchRegionTracker._finish`): classifier, box
@@ -165,12 +174,14 @@ class DiMPTracker(SearchRegionTracker):
         with torch.no_grad():
             sample = self.classifier.extract_features(feats[self.classifier_layer])
             scores = self.classifier.classify(state.filter, sample[:, None])[0, 0]
-            found = self._localize(scores, self.stride, state.size * scale)
+            target_crop = state.size * scale
+            found = self._localize(scores, self.stride, target_crop)
         toc = time.perf_counter()
         timings["classifier"], tic = toc - tic, toc
 
         status = found.status
         timings["box"] = 0.0
+        self._box_value = math.nan
         if status != TrackStatus.NOT_FOUND:
             # Score cell i sits at pixel stride * i for an even filter, half a cell on for odd.
             center_crop = np.asarray(found.position) + self.stride * (self.filter_size % 2) / 2
@@ -188,7 +199,12 @@ class DiMPTracker(SearchRegionTracker):
             if status in (TrackStatus.NORMAL, TrackStatus.HARD_NEGATIVE):
                 self._update(sample[0], box_to_crop(self._box(state), matrix), status)
         timings["update"] = time.perf_counter() - tic
-        return TrackResult(self._box(state), found.score, status)
+        # The confidence reads what the frame computed and changes nothing.
+        confidence = self.confidence_estimator(
+            scores, found, params.search_size, target_crop, head_value=self._box_value
+        )
+        timings["confidence"] = self.confidence_estimator.last_seconds
+        return TrackResult(self._box(state), found.score, status, confidence)
 
     def _update(self, sample: Tensor, box_crop: np.ndarray, status: TrackStatus) -> None:
         """Store the frame's sample with its target box; run the optimizer if it is due."""
@@ -243,4 +259,8 @@ class DiMPTracker(SearchRegionTracker):
             params.box_step_decay,
         )
         best = select_box(boxes + offset, values, params.box_top_k, params.max_aspect_ratio)
-        return None if best is None else best.double().cpu().numpy()
+        if best is None:
+            return None
+        top = torch.topk(values.flatten(), min(params.box_top_k, values.numel())).values
+        self._box_value = float(top.mean())
+        return best.double().cpu().numpy()
