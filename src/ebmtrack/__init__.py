@@ -8,6 +8,7 @@ OPENCV_STYLE = (
     "TrackerATOMIoUNet",
     "TrackerATOMGated",
     "TrackerATOMPolished",
+    "TrackerATOMLT",
     "TrackerDiMPNCEPlus",
 )
 

@@ -169,3 +169,33 @@ def test_dimp_with_its_box_head_gets_the_boxes_it_gets_alone(backbone):
         alone.initialize(frames[0], box)
         for results, frame in zip(together, frames[1:]):
             np.testing.assert_allclose(results[index].box, alone.track(frame).box, atol=1e-6)
+
+
+def test_each_target_gets_the_confidence_it_gets_alone(backbone):
+    from ebmtrack.tracking.calibrator import resolve_calibrator
+
+    calibrator = resolve_calibrator("atom", "mobilenetv2", "atom")
+    params = AtomParams(**SMALL)
+    frames = moving_targets(5)
+    multi = MultiTargetTracker(lambda: AtomTracker(backbone, params=params, calibrator=calibrator))
+    multi.initialize(frames[0], BOXES[:2])
+    together = [multi.track(frame) for frame in frames[1:]]
+    for k, box in enumerate(BOXES[:2]):
+        alone = AtomTracker(backbone, params=params, calibrator=calibrator)
+        alone.initialize(frames[0], box)
+        confidences = [alone.track(frame).confidence for frame in frames[1:]]
+        # The estimator's peak history is each target's own, not shared between copies.
+        assert [results[k].confidence for results in together] == confidences
+        assert all(0 <= c <= 1 for c in confidences)
+
+
+def test_a_tracker_with_its_own_loop_runs_once_per_target():
+    from ebmtrack.tracking.atom.longterm import AtomLTTracker
+
+    class Tiny(AtomLTTracker):  # the long-term loop: no shared backbone pass
+        def __init__(self):  # noqa: D107 - never built: only its class is looked at
+            pass
+
+    multi = MultiTargetTracker.__new__(MultiTargetTracker)
+    multi.prototype = Tiny()
+    assert not multi.shares_backbone

@@ -71,10 +71,11 @@ class OpenCVStyleTracker:
     def update(self, image: np.ndarray) -> tuple[bool, tuple[int, int, int, int]]:
         """``(ok, (x, y, w, h))`` on the next frame: the box rounded to whole pixels, as
         OpenCV's trackers give it; ``ok`` False when the tracker reports the target not found
-        (the box is then where it was last seen)."""
+        (the box is then where it was last seen) or lost (``atom-lt``: the box is its best
+        candidate, below the re-acquisition test)."""
         self.result = self.tracker.track(self._rgb(image))
         box = tuple(int(round(float(v))) for v in self.result.box)
-        return self.result.status != TrackStatus.NOT_FOUND, box
+        return self.result.status not in (TrackStatus.NOT_FOUND, TrackStatus.LOST), box
 
     def getTrackingScore(self) -> float:  # noqa: N802 (OpenCV's name)
         """The last update's score (NaN before the first update or for a tracker without)."""
@@ -99,6 +100,7 @@ OPENCV_STYLE: dict[str, type[OpenCVStyleTracker]] = {
         ("TrackerATOMIoUNet", "atom-iounet"),
         ("TrackerATOMGated", "atom-gated"),
         ("TrackerATOMPolished", "atom-polished"),
+        ("TrackerATOMLT", "atom-lt"),
         ("TrackerDiMPNCEPlus", "dimp-nce+"),
     )
 }

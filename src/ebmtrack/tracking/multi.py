@@ -66,8 +66,14 @@ class MultiTargetTracker:
 
     @property
     def shares_backbone(self) -> bool:
-        """Whether the targets' search regions share one backbone call per frame."""
-        return isinstance(self.prototype, SearchRegionTracker)
+        """Whether the targets' search regions share one backbone call per frame: for a
+        search-region tracker that keeps the shared frame loop (``atom-lt`` has a loop of its
+        own, the long-term mode's, so each of its targets runs its own tracker)."""
+        prototype = self.prototype
+        return (
+            isinstance(prototype, SearchRegionTracker)
+            and type(prototype).track is SearchRegionTracker.track
+        )
 
     def _new_target(self) -> Tracker:
         if not self.targets:

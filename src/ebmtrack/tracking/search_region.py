@@ -242,6 +242,9 @@ class SearchRegionTracker:
         other._state = None
         other.last_timings = {}
         other._image = torch.empty_like(self._image)
+        estimator = getattr(self, "confidence_estimator", None)
+        if estimator is not None:  # per-target state kept outside _state: the peak's history
+            other.confidence_estimator = type(estimator)(estimator.calibrator)
         return other
 
 
