@@ -158,3 +158,20 @@ def test_shipped_confidence_is_a_monotone_probability(name):
             assert np.all((p >= 0) & (p <= 1))
             assert np.all(sign * np.diff(p) >= -1e-12), feature
     assert math.isnan(calibrator({"peak": math.nan})) is False
+
+
+def test_resolve_calibrator_from_a_file_or_refuses(tmp_path):
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(200, 1))
+    one = fit_calibrator(x, x[:, 0] > 0, ("peak",))
+    path = tmp_path / "c.json"
+    save_calibrators(path, {"mine": one})
+    assert resolve_calibrator(path, "mobilenetv2", "atom") == one  # its only calibrator
+    assert resolve_calibrator(None, "mobilenetv2", "atom") is None
+    save_calibrators(path, {"mine": one, "other": one})
+    with pytest.raises(ValueError, match="none named 'atom'"):
+        resolve_calibrator(path, "mobilenetv2", "atom")
+    with pytest.raises(FileNotFoundError, match="not found"):
+        resolve_calibrator(tmp_path / "missing.json", "mobilenetv2", "atom")
+    with pytest.raises(ValueError, match="does not ship"):
+        resolve_calibrator("nonesuch", "mobilenetv2", "atom")

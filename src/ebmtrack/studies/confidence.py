@@ -202,14 +202,18 @@ def fit_all(out: Path, trackers: list[str]) -> tuple[dict[str, Calibrator], dict
     return calibrators, held_out
 
 
-def test_predictions(out: Path, calibrators: dict[str, Calibrator]) -> dict:
-    """``OUT/test`` (collect-test) through the calibrators: ``{method: {seed: (p, iou)}}`` with
-    method ``TRACKER`` (its features) or ``TRACKER:score`` (its raw score alone), p and iou
-    (N,) over every scored frame of the test sequences."""
+def test_predictions(
+    out: Path, calibrators: dict[str, Calibrator], only: list[str] | None = None
+) -> dict:
+    """``OUT/test`` (collect-test) through the calibrators: ``{method: {seed: (p, iou,
+    sequences)}}`` with method ``TRACKER`` (its features) or ``TRACKER:score`` (its raw score
+    alone), p and iou (N,) over every scored frame of the test sequences (``only``: of these)."""
     methods: dict = {}
     for folder in sorted((out / "test").glob("*/seed*")):
         tracker, seed = folder.parent.name, folder.name
         files = sorted(folder.glob("*.npz"))
+        if only is not None:
+            files = [f for f in files if f.stem.partition("__")[2] in only]
         data = [np.load(f) for f in files]
         iou = np.concatenate([d["iou"] for d in data])
         keep = np.isfinite(iou)
@@ -274,14 +278,16 @@ def wrong_on_target(out: Path, test: Path) -> dict[str, float]:
     return shares
 
 
-def report(out: Path, figure: Path) -> dict:
+def report(out: Path, figure: Path | None, only: list[str] | None = None) -> dict:
     """Per method: each seed's :func:`calibration_summary` (with the mean confidence) and their
-    mean; writes the reliability diagram to ``figure`` and ``OUT/test_report.json``."""
+    mean over the test sequences (``only``: these); writes the reliability diagram to ``figure``
+    (unless None) and ``OUT/test_report.json`` (``test_report_only.json`` with ``only``)."""
     from ebmtrack.tracking.calibrator import load_calibrators
 
     calibrators = load_calibrators(out / "calibrators.json")
-    methods = test_predictions(out, calibrators)
-    plot_reliability(methods, figure)
+    methods = test_predictions(out, calibrators, only)
+    if figure is not None:
+        plot_reliability(methods, figure)
     table = {}
     for method, seeds in methods.items():
         rows = {
@@ -292,7 +298,8 @@ def report(out: Path, figure: Path) -> dict:
         keys = [k for k in next(iter(rows.values())) if k != "sequences"]
         mean = {k: float(np.mean([r[k] for r in rows.values()])) for k in keys}
         table[method] = {"seeds": rows, "mean": mean}
-    (out / "test_report.json").write_text(json.dumps(_jsonable(table), indent=1) + "\n")
+    name = "test_report.json" if only is None else "test_report_only.json"
+    (out / name).write_text(json.dumps(_jsonable(table), indent=1) + "\n")
     return table
 
 
@@ -319,6 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--test", type=Path, help="collect-test: the test sequences (features kept apart)"
     )
+    parser.add_argument("--only", help="report: only these comma-separated test sequences")
     parser.add_argument(
         "--figure", type=Path, default=Path("docs/results/figures/confidence-reliability.png")
     )
@@ -338,7 +346,8 @@ def main(argv: list[str] | None = None) -> None:
         collect(args.out / "test", trackers, seeds, sets, args.peer_models)
         return
     if args.step == "report":
-        table = report(args.out, args.figure)
+        only = [n for n in args.only.split(",") if n] if args.only else None
+        table = report(args.out, None if only else args.figure, only)
         if args.test is not None:
             shares = wrong_on_target(args.out, args.test)
             print("wrong boxes centred on the target:", json.dumps(shares, indent=1))

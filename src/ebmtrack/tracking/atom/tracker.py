@@ -95,10 +95,10 @@ class AtomTracker(SearchRegionTracker):
     eval mode.
 
     After each :meth:`track` call, ``last_timings`` holds the seconds spent in ``crop`` (search
-    region), ``backbone``, ``classifier`` (scores and localisation), ``iou`` (box refinement)
-    and ``update`` (memory and filter training), ``confidence_estimator.last_features`` the
-    frame's confidence features; on CUDA they include no synchronisation, so
-    they are CPU-side times.
+    region), ``backbone``, ``classifier`` (scores and localisation), ``iou`` (box
+    refinement), ``update`` (memory and filter training) and ``confidence``; on CUDA they include no
+    synchronisation, so they are CPU-side times. ``confidence_estimator.last_features`` holds
+    the frame's confidence features.
     """
 
     name = "atom"
