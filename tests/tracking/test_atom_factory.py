@@ -68,7 +68,8 @@ def test_variants_share_the_factory_and_differ_in_their_parameter_sets():
 def test_unknown_parameter_is_named():
     with pytest.raises(ValueError, match=r"unknown ATOM parameter\(s\) \['scale_factor'\]"):
         create_atom_tracker(scale_factor=1.05)
-    with pytest.raises(ValueError, match="tracker 'atom' takes no option.s. scale_factor; its"):
+    typo = r"tracker 'atom' takes no option.s. scale_factor \(did you mean 'scale_factors'"
+    with pytest.raises(ValueError, match=typo):
         create_tracker("atom", scale_factor=1.05)
 
 
