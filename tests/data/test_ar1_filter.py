@@ -1,5 +1,5 @@
 """The synthetic sequences' AR(1) velocity filter: the numbers scipy's ``lfilter`` gave, to the bit
-(scipy is no longer a dependency: this filter replaced its one use)."""
+(the filter replaced that call, so that generating sequences needs no scipy)."""
 
 import numpy as np
 import pytest

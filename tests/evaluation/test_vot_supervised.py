@@ -151,3 +151,32 @@ def test_eval_runs_the_supervised_experiment_on_a_vot_folder(tmp_path, capsys, d
     assert metrics["drift@still"]["eao"] == pytest.approx(np.mean(phi), abs=1e-6)
     assert main(eval_argv(f"vot:{root}", out, "drift", *flags, "--pack", "got10k")) == 2
     assert "--pack: not used by --experiment supervised" in capsys.readouterr().err
+
+
+def test_pysot_vot_results_import_and_score_as_ours(tmp_path, capsys, drift_tracker):
+    root = tmp_path / "vot"
+    (root / "Move" / "color").mkdir(parents=True)
+    (root / "list.txt").write_text("Move\n")
+    lines = []
+    for k in range(12):
+        cv2.imwrite(str(root / "Move" / "color" / f"{k + 1:08d}.jpg"), np.zeros((40, 60, 3)))
+        x = 2 + 2 * k
+        lines.append(f"{x},5,10,10")
+    (root / "Move" / "groundtruth.txt").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    flags = ["--experiment", "supervised", "--eao-interval", "2,6"]
+    assert main(eval_argv(f"vot:{root}", out, "drift", *flags)) == 0
+    # pysot's layout: results/VOT2018/TRACKER/baseline/SEQ/SEQ_001.txt, codes and x,y,w,h.
+    theirs = tmp_path / "pysot" / "baseline" / "Move"
+    theirs.mkdir(parents=True)
+    ours = (out / "results/drift/baseline_000/Move.txt").read_text()
+    (theirs / "Move_001.txt").write_text(ours.replace(".0000", ""))  # pysot writes integers too
+    argv = eval_argv(f"vot:{root}", out, "drift", *flags, "--import", f"other={tmp_path / 'pysot'}")
+    assert main(argv) == 0
+    assert "other: imported 1 sequence(s) from a vot-baseline folder, 1 run(s)" in (
+        capsys.readouterr().out
+    )
+    metrics = json.loads((out / "metrics.json").read_text())["trackers"]
+    for key in ("accuracy", "robustness", "lost", "eao"):
+        assert metrics["other"][key] == metrics["drift"][key], key
+    assert metrics["drift"]["lost"] == 1  # the still box fails at frame 5, restarts at 10

@@ -147,8 +147,9 @@ def add_parser(subparsers) -> None:
         action="append",
         default=[],
         metavar="NAME=DIR",
-        help="score another tool's result files (pysot, pytracking or got10k folders) as "
-        "tracker NAME: copied into OUT/results/NAME/ and reported with the others; repeatable",
+        help="score another tool's result files (pysot, pytracking or got10k folders; with "
+        "--experiment supervised pysot's VOT baseline folders) as tracker NAME: copied into "
+        "OUT/results/NAME/ and reported with the others; repeatable",
     )
     parser.add_argument(
         "--shard",
@@ -285,9 +286,10 @@ def _command_line(args: argparse.Namespace) -> str:
 
 def _imports(args: argparse.Namespace, sequences) -> list[str]:
     """Copy each ``--import NAME=DIR`` into OUT/results/NAME; returns the names."""
-    from ebmtrack.evaluation.foreign import import_results
+    from ebmtrack.evaluation.foreign import import_results, import_trajectories
     from ebmtrack.tracking.registry import canonical_name
 
+    reader = import_trajectories if args.experiment == "supervised" else import_results
     names = []
     for item in args.imports:
         name, eq, folder = item.partition("=")
@@ -296,7 +298,7 @@ def _imports(args: argparse.Namespace, sequences) -> list[str]:
             raise CLIError(f"--import must look like NAME=DIR, got {item!r}")
         if name in names or name in (canonical_name(t) for t in args.trackers):
             raise CLIError(f"--import {item!r}: {name!r} is named twice")
-        imported = import_results(Path(folder), args.out, name, sequences)
+        imported = reader(Path(folder), args.out, name, sequences)
         print(f"{name}: imported {imported.summary()}")
         names.append(name)
     return names
@@ -332,7 +334,7 @@ def run(args: argparse.Namespace) -> int:
     if args.report_only and (args.shard or args.imports):
         raise CLIError("--report-only tracks and imports nothing: drop --shard and --import")
     if args.experiment == "supervised":
-        unused = (("--pack", args.pack), ("--seen", args.seen), ("--import", args.imports))
+        unused = (("--pack", args.pack), ("--seen", args.seen))
         for flag, value in unused:
             if value:
                 raise CLIError(f"{flag}: not used by --experiment supervised")

@@ -15,6 +15,10 @@ layout         files                                           made by
                                                                the got10k toolkit's OTB results
 =============  ==============================================  ==================================
 
+For VOT's supervised experiment, :func:`import_trajectories` reads VOT trajectory files (a line
+``1``, ``2``, ``0`` or ``x,y,w,h`` per frame) in pysot's layout, ``DIR/baseline/SEQ/SEQ_001.txt``
+(or ``DIR/SEQ/SEQ_001.txt``), one file per run.
+
 Boxes are ``x, y, w, h`` per line, comma, tab or space separated (integers or floats). A sequence
 with no file is listed as missing; a file with the wrong number of lines is copied and then
 reported as bad by the scoring, as our own would be.
@@ -32,7 +36,7 @@ import numpy as np
 from ebmtrack.data.datasets import Sequence, read_boxes
 from ebmtrack.evaluation.results import record_options, write_result
 
-__all__ = ["ImportSummary", "detect_layout", "import_results"]
+__all__ = ["ImportSummary", "detect_layout", "import_results", "import_trajectories"]
 
 _RUN_FOLDER = re.compile(r".+_(\d{3})")
 
@@ -138,4 +142,41 @@ def import_results(
             times = _times(time_file, run if layout == "got10k" else 0, len(boxes))
             write_result(out_dir, tracker, run, sequence.name, boxes, times)
         summary.runs[sequence.name] = len(files)
+    return summary
+
+
+def import_trajectories(
+    folder: str | Path, out_dir: str | Path, tracker: str, sequences: Seq[Sequence]
+) -> ImportSummary:
+    """Copy VOT trajectory files of ``sequences`` (pysot's ``baseline/SEQ/SEQ_001.txt``, ...)
+    from ``folder`` into ``out_dir`` as tracker ``tracker``'s supervised results. Raises
+    ValueError when ``folder`` holds none or a file is not a trajectory."""
+    from ebmtrack.evaluation.results import write_trajectory_result
+    from ebmtrack.evaluation.vot import read_trajectory, trajectory_lines
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: not a folder")
+    names = [s.name for s in sequences]
+    base = folder / "baseline" if (folder / "baseline").is_dir() else folder
+    if not any((base / n / f"{n}_001.txt").is_file() for n in names):
+        raise ValueError(
+            f"{folder} holds no VOT trajectory of the data set's sequences (looked for "
+            "baseline/SEQ/SEQ_001.txt and SEQ/SEQ_001.txt)"
+        )
+    record_options(
+        out_dir, tracker, {"imported_from": str(folder.resolve()), "layout": "vot-baseline"}
+    )
+    summary = ImportSummary("vot-baseline")
+    for name in names:
+        run = 0
+        while (base / name / f"{name}_{run + 1:03d}.txt").is_file():
+            boxes, codes = read_trajectory(base / name / f"{name}_{run + 1:03d}.txt")
+            lines = trajectory_lines(boxes, codes)
+            write_trajectory_result(out_dir, tracker, run, name, lines, None)
+            run += 1
+        if run:
+            summary.runs[name] = run
+        else:
+            summary.missing.append(name)
     return summary

@@ -111,9 +111,13 @@ def write_trajectory_result(
     out_dir: str | Path, tracker: str, run: int, sequence: str, lines: list[str], times
 ) -> Path:
     """Write a supervised (VOT) trajectory, one line per frame (``1``, ``2``, ``0`` or
-    ``x,y,w,h``), and its times, atomically, trajectory last; returns its path."""
+    ``x,y,w,h``), and its times (None: no times file), atomically, trajectory last; returns
+    its path."""
     box_path, time_path = result_paths(out_dir, tracker, run, sequence, SUPERVISED_NAME)
-    _write_atomic(time_path, np.asarray(times, dtype=np.float64).reshape(-1), "%.6f")
+    if times is None:
+        time_path.unlink(missing_ok=True)
+    else:
+        _write_atomic(time_path, np.asarray(times, dtype=np.float64).reshape(-1), "%.6f")
     _write_atomic(box_path, np.asarray(lines, dtype=object).reshape(-1, 1), "%s")
     return box_path
 
