@@ -6,6 +6,7 @@ import functools
 import http.server
 import json
 import threading
+import time
 
 import cv2
 import numpy as np
@@ -70,8 +71,17 @@ def test_camera_until_ctrl_c_completes_the_boxes_file(sequence, tmp_path, monkey
     seen = []
 
     def ctrl_c():
-        # Written as it goes: the visible PATH.partial holds every frame's box so far.
-        seen.append(len((tmp_path / "cam.txt.partial").read_text().splitlines()))
+        # Written as it goes: the visible PATH.partial holds every frame's box so far. The
+        # frames are read ahead in a thread (this runs there), so wait for the tracker to
+        # catch up with the frames read before the interrupt.
+        partial = tmp_path / "cam.txt.partial"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            lines = len(partial.read_text().splitlines()) if partial.exists() else 0
+            if lines >= 6:
+                break
+            time.sleep(0.02)
+        seen.append(lines)
         raise KeyboardInterrupt
 
     capture = FakeCapture(frames_of(sequence), then=ctrl_c)
