@@ -93,8 +93,9 @@ def add_parser(subparsers) -> None:
         "--onnx",
         action="store_true",
         help="run the backbone with ONNX Runtime in float32 (option backbone_runtime=onnx; "
-        "exported once into ~/.cache/ebmtrack/onnx; the default on a CPU in float32 is its int8 "
-        "model, option backbone_runtime=onnx-int8)",
+        "exported once into the ONNX cache, ~/.cache/ebmtrack/onnx or "
+        "$XDG_CACHE_HOME/ebmtrack/onnx; the default on a CPU in float32 is its int8 model, "
+        "option backbone_runtime=onnx-int8)",
     )
     parser.add_argument(
         "--option",
@@ -228,7 +229,10 @@ def run(args: argparse.Namespace) -> int:
             done = _track(args, tracker, first, boxes, source, fmt)
     except OSError as err:
         if args.onnx and ".cache" in str(err.filename):
-            err.add_note("--onnx exports the backbone into ~/.cache/ebmtrack/onnx")
+            err.add_note(
+                "--onnx exports the backbone into the ONNX cache (~/.cache/ebmtrack/onnx, or "
+                "$XDG_CACHE_HOME/ebmtrack/onnx)"
+            )
         raise
     print(done.summary(args, fmt, len(boxes)), file=sys.stderr)
     return 0
