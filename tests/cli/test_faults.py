@@ -159,7 +159,10 @@ def test_track_onnx_export_that_cannot_be_written(sequence, tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]  # after the classifier-only warning
     assert last.startswith(f"ebmtrack track: error: {home}/.cache/ebmtrack/onnx: Not a directory")
-    assert last.endswith("--onnx exports the backbone into ~/.cache/ebmtrack/onnx")
+    assert last.endswith(
+        "--onnx exports the backbone into the ONNX cache (~/.cache/ebmtrack/onnx, or "
+        "$XDG_CACHE_HOME/ebmtrack/onnx)"
+    )
 
 
 # 2. track never destroys an existing boxes file --------------------------------------------
