@@ -15,7 +15,8 @@ add /tmp/before COMMIT``), alternating which goes first, best of ``--repeats``:
   pass over a few frames; ``crop ms`` is the median of the tracker's own ``last_timings["crop"]``
   (the frame's three search regions, cut and copied into the backbone's input), and ``crop CPU
   ms`` the CPU time per frame of the tracker's crop step alone (``_next_frame`` with the scale
-  search's three regions, run again over the frames after the timed pass).
+  search's three regions, run again over the frames after the timed pass, at the state that
+  pass ended in: one target size, so one set of region sides).
 - **pipeline** (``--parts``, default with ``api``): in one process of the "after" tree, the
   command's frame loop alone on the same frames as JPEG (quality 95), wall FPS with
   ``initialize``: decoded beforehand (the API), decoded in the loop (as ``ebmtrack track`` did
