@@ -197,11 +197,14 @@ def crop_squares(
     pixels). A crop that shrinks it by ``f >= 2`` is warped (bilinear, shrinking by less than 2)
     from level ``k`` = :func:`pyramid_level` of a pyramid of 2x2 means (level k: the mean of
     aligned 2^k x 2^k blocks), where :func:`crop_square` area-averages its own region by
-    ``floor(f)`` first. The pyramid is built once over the union of the crops' regions that
-    overlap (crops far apart, e.g. of several targets, get one window each), so that the
-    scale search's three crops, or the first frame's augmented ones, pay for one reduction; its
-    2x steps are the cheapest area reduction OpenCV has (a 1600-pixel square region of a 4K
-    frame in about 1 ms on one core, against 4-11 ms for an area resize by 5).
+    ``floor(f)`` first; where ``floor(f)`` is not a power of 2, a Gaussian blur of the level
+    (:func:`residual_sigma`) makes up the difference in smoothing. The pyramid is built once
+    over the union of the crops' regions that overlap (crops far apart, e.g. of several
+    targets, get one window each), so that the scale search's three crops, or the first frame's
+    augmented ones, pay for one reduction; its 2x steps are the cheapest area reduction OpenCV
+    has (a 1600-pixel square region of a 4K frame in about 1 ms on one core, against 4-11 ms for
+    an area resize by 5). A crop comes out the same alone or among others, up to one grey level
+    where OpenCV's warp rounds a position differently from another window's origin.
     """
     _check_image(image)
     specs = list(specs)
