@@ -129,14 +129,16 @@ def test_formats(sequence, tmp_path, run):
     csv, jsonl = tmp_path / "b.csv", tmp_path / "b.jsonl"
     assert run(sequence, "--init", INIT, "--out", csv)[0] == 0
     rows = csv.read_text().splitlines()
-    assert rows[0] == "frame,target,x,y,w,h,score,status"
-    assert rows[1] == "1,0,15.00,20.00,20.00,20.00,nan,normal" and len(rows) == 7
+    assert rows[0] == "frame,target,x,y,w,h,score,status,confidence"
+    assert rows[1] == "1,0,15.00,20.00,20.00,20.00,nan,normal,nan" and len(rows) == 7
     assert [r.split(",")[0] for r in rows[1:]] == ["1", "2", "3", "4", "5", "6"]
     assert run(sequence, "--init", INIT, "--out", jsonl)[0] == 0
     lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert lines[0] == {
         "frame": 1,
-        "targets": [{"box": [15.0, 20.0, 20.0, 20.0], "score": None, "status": "normal"}],
+        "targets": [
+            {"box": [15.0, 20.0, 20.0, 20.0], "score": None, "status": "normal", "confidence": None}
+        ],
     }
     txt = tmp_path / "b.txt"
     code, _, err = run(sequence, "--init", INIT, "--out", txt, "--format", "csv")
@@ -266,8 +268,8 @@ def test_init_select_draws_the_boxes(sequence, tmp_path, monkeypatch, run):
     code, _, err = run(sequence, "--init", "select", "--out", out)
     assert code == 0, err
     rows = out.read_text().splitlines()
-    assert rows[1] == "1,0,15.00,20.00,20.00,20.00,nan,normal"
-    assert rows[2] == "1,1,60.00,40.00,20.00,20.00,nan,normal"
+    assert rows[1] == "1,0,15.00,20.00,20.00,20.00,nan,normal,nan"
+    assert rows[2] == "1,1,60.00,40.00,20.00,20.00,nan,normal,nan"
     monkeypatch.setattr(window, "backend", lambda: FakeGUI(rois=np.zeros((0, 4))))
     code, _, err = run(sequence, "--init", "select")
     assert code == 2 and "--init select: no box was drawn" in err

@@ -308,7 +308,7 @@ class _Outputs:
             raise
         if frame is not None and (self.renderer is not None or self.window is not None):
             image = frame
-            for target, (box, score, status) in enumerate(results):
+            for target, (box, score, status, _) in enumerate(results):
                 label = f"#{target + 1}" if len(results) > 1 else ""
                 caption = f"frame {index}" if target == len(results) - 1 else ""
                 image = draw_track(image, box, score, status, caption=caption, label=label)
@@ -365,7 +365,7 @@ def _loop(tracker, first, boxes, source, outputs: _Outputs, progress, done: _Run
     tic = time.perf_counter()
     tracker.initialize(first, np.asarray(boxes))
     done.tracking_seconds += time.perf_counter() - tic
-    last = [(np.asarray(box), math.nan, "normal") for box in boxes]
+    last = [(np.asarray(box), math.nan, "normal", math.nan) for box in boxes]
     frame = first
     while True:
         keep_going = outputs.emit(done.frames + 1, frame, last)
@@ -382,13 +382,16 @@ def _loop(tracker, first, boxes, source, outputs: _Outputs, progress, done: _Run
         if isinstance(frame, BadFrame):
             logger.warning("frame %d skipped: %s", frame.index + 1, frame.reason)
             done.skipped.append(frame.index + 1)
-            last = [(box, math.nan, SKIPPED) for box, _, _ in last]
+            last = [(box, math.nan, SKIPPED, math.nan) for box, *_ in last]
             frame = None
             continue
         tic = time.perf_counter()
         results = tracker.track(frame)
         done.tracking_seconds += time.perf_counter() - tic
-        last = [(r.box, float(r.score), r.status.value) for r in results]
+        last = [
+            (r.box, float(r.score), r.status.value, float(getattr(r, "confidence", math.nan)))
+            for r in results
+        ]
 
 
 def _close(stack: ExitStack, args) -> None:

@@ -4,11 +4,12 @@ Formats of the boxes file (``--format``; ``auto`` picks by the suffix of ``--out
 ``.jsonl``, ``.txt``; otherwise, and on stdout, ``txt`` for one target and ``csv`` for several):
 
 - ``txt``: one ``x,y,w,h`` line per frame, what OTB / got10k / pytracking read (one target);
-- ``csv``: a ``frame,target,x,y,w,h,score,status`` header, then one row per target per frame
-  (``frame`` counts from 1, the initial box; ``target`` from 0, in the order of ``--init``;
-  ``score`` ``nan`` where the tracker has none);
+- ``csv``: a ``frame,target,x,y,w,h,score,status,confidence`` header, then one row per target
+  per frame (``frame`` counts from 1, the initial box; ``target`` from 0, in the order of
+  ``--init``; ``score`` and ``confidence`` ``nan`` where the tracker has none; ``confidence``
+  is :attr:`~ebmtrack.tracking.base.TrackResult.confidence`, P(IoU > 0.5));
 - ``jsonl``: one JSON object per frame, ``{"frame": 1, "targets": [{"box": [x, y, w, h],
-  "score": null, "status": "normal"}, ...]}``.
+  "score": null, "status": "normal", "confidence": null}, ...]}``.
 
 Every line is whole when flushed, so a partial file is readable in every format.
 """
@@ -53,25 +54,28 @@ class BoxWriter:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
         self.handle, self.fmt = handle, fmt
         if fmt == "csv":
-            handle.write("frame,target,x,y,w,h,score,status\n")
+            handle.write("frame,target,x,y,w,h,score,status,confidence\n")
 
     def write(self, frame: int, results: list[tuple]) -> None:
-        """``results``: one ``(box, score, status)`` per target; ``frame`` counts from 1."""
+        """``results``: one ``(box, score, status, confidence)`` per target; ``frame`` counts
+        from 1."""
         if self.fmt == "txt":
-            (box, _, _), = results
+            (box, *_), = results
             self.handle.write(",".join(f"{v:.2f}" for v in box) + "\n")
         elif self.fmt == "csv":
-            for target, (box, score, status) in enumerate(results):
+            for target, (box, score, status, confidence) in enumerate(results):
                 values = ",".join(f"{v:.2f}" for v in box)
-                self.handle.write(f"{frame},{target},{values},{_number(score)},{status}\n")
+                numbers = f"{_number(score)},{status},{_number(confidence)}"
+                self.handle.write(f"{frame},{target},{values},{numbers}\n")
         else:
             targets = [
                 {
                     "box": [round(float(v), 2) for v in box],
                     "score": None if math.isnan(score) else round(float(score), 4),
                     "status": status,
+                    "confidence": None if math.isnan(confidence) else round(float(confidence), 4),
                 }
-                for box, score, status in results
+                for box, score, status, confidence in results
             ]
             self.handle.write(json.dumps({"frame": frame, "targets": targets}) + "\n")
 
