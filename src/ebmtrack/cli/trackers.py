@@ -10,7 +10,7 @@ from ebmtrack.cli.main import CLIError, resolve_device
 from ebmtrack.cli.options import add_option, parse_option
 
 # Trackers with a backbone of ours: the registry's own (a test keeps the two lists equal).
-OURS = ("atom", "atom-iounet", "atom-gated", "atom-polished", "dimp-nce+")
+OURS = ("atom", "atom-iounet", "atom-gated", "atom-polished", "atom-lt", "dimp-nce+")
 WITH_BOX_HEAD = ("atom-iounet", "atom-gated", "atom-polished", "dimp-nce+")
 PEER_MODEL_TRACKERS = ("nanotrack", "vit")  # OpenCV's DNN trackers, from ONNX files
 NANOTRACK_BACKBONE_FILE = "nanotrack_backbone_sim.onnx"

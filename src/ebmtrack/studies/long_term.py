@@ -253,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / f"{args.set}.json").write_text(json.dumps(results, indent=1) + "\n")
     print(write_table(args.out, args.set, results), end="")
     if args.plot:
-        plot_f_scores(results, args.plot, f"F-score on the spliced {args.set} sequences")
+        title = f"F-score on the spliced {args.set} sequences, tracker seed {seeds[0]}"
+        plot_f_scores(results, args.plot, title)
     return 0
 
 
