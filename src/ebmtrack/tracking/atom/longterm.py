@@ -107,7 +107,12 @@ class AtomLTTracker(AtomTracker):
             projected = state.classifier.project(normalize_features(feats[self.classifier_layer]))
             scores = state.classifier.score(projected)  # (crops, H, W)
             fine = torch.stack([upsample_scores(s, params.score_upsample) for s in scores])
-            best = int(torch.argmax(fine.flatten(1).amax(dim=1)).item())
+            peaks = fine.flatten(1).amax(dim=1)
+            best = int(torch.argmax(peaks).item())
+            if not is_found(float(peaks[best]), params) and is_found(
+                float(peaks[0]), params, near=True
+            ):
+                best = 0  # the region at the last position passes the lower bar
             row, col = divmod(int(torch.argmax(fine[best]).item()), fine.shape[2])
             score = float(fine[best, row, col].item())
         cell = self.stride / params.score_upsample
@@ -118,7 +123,7 @@ class AtomLTTracker(AtomTracker):
             0.0,
         )
         self.last_timings = timings
-        if is_found(score, params):
+        if is_found(score, params, near=best == 0):
             state.center = center
             self._clamp_state(state, frame.shape)
             self.lost, self._misses = False, 0
