@@ -86,7 +86,7 @@ def run_tracker(
             seeded = {"seed": seed} if tracker in SEEDED else {}
             run = track_long_term(create_tracker(tracker, **options, **seeded), sequence)
             path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(".partial.npz")
+            partial = path.with_name(f"{path.stem}.{os.getpid()}.partial.npz")  # one per process
             np.savez(
                 partial,
                 **{k: getattr(run, k) for k in ("boxes", "scores", "times")},
