@@ -53,7 +53,9 @@ def main() -> None:
     frames, box = frames_640(sequence, args.frames)
     trackers = {
         "tracked": create_tracker("atom-lt", precision="float32"),
-        "lost": create_tracker("atom-lt", precision="float32", redetect_threshold=1e9),
+        "lost": create_tracker(
+            "atom-lt", precision="float32", redetect_threshold=1e9, redetect_near_threshold=None
+        ),
     }
     for tracker in trackers.values():
         tracker.initialize(frames[0], box)

@@ -14,7 +14,7 @@ from ebmtrack.tracking.atom import AtomParams, AtomTracker
 from ebmtrack.tracking.atom.longterm import AtomLTTracker
 from ebmtrack.tracking.atom.longterm_params import AtomLTParams
 from ebmtrack.tracking.base import TrackStatus
-from ebmtrack.tracking.longterm import LostSearch, tile_centers
+from ebmtrack.tracking.longterm import LongTermParams, LostSearch, is_found, tile_centers
 from ebmtrack.tracking.registry import accepted_options, tracker_names
 
 # atom's parameters (classifier and scale search, no IoU-Net) on small crops, float32.
@@ -159,3 +159,13 @@ def test_atom_lt_is_registered_and_checks_its_parameters():
         AtomLTParams(lost_after=0)
     with pytest.raises(ValueError, match="tile_overlap"):
         AtomLTParams(tile_overlap=1.0)
+
+
+def test_a_lower_bar_near_the_last_position_only():
+    params = LongTermParams(redetect_threshold=0.45, redetect_near_threshold=0.35)
+    assert is_found(0.4, params, near=True) and not is_found(0.4, params)
+    assert is_found(0.5, params) and not is_found(0.3, params, near=True)
+    plain = LongTermParams(redetect_threshold=0.45)
+    assert not is_found(0.4, plain, near=True)
+    with pytest.raises(ValueError, match="redetect_near_threshold"):
+        AtomLTParams(redetect_near_threshold=float("nan"))

@@ -86,7 +86,7 @@ def run_tracker(
             seeded = {"seed": seed} if tracker in SEEDED else {}
             run = track_long_term(create_tracker(tracker, **options, **seeded), sequence)
             path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(".partial.npz")
+            partial = path.with_name(f"{path.stem}.{os.getpid()}.partial.npz")  # one per process
             np.savez(
                 partial,
                 **{k: getattr(run, k) for k in ("boxes", "scores", "times")},
@@ -253,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / f"{args.set}.json").write_text(json.dumps(results, indent=1) + "\n")
     print(write_table(args.out, args.set, results), end="")
     if args.plot:
-        plot_f_scores(results, args.plot, f"F-score on the spliced {args.set} sequences")
+        title = f"F-score on the spliced {args.set} sequences, tracker seed {seeds[0]}"
+        plot_f_scores(results, args.plot, title)
     return 0
 
 

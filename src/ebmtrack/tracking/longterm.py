@@ -41,6 +41,9 @@ class LongTermParams:
         redetect_threshold: while lost, the classifier's best peak over the searched crops must
             reach this to re-acquire the target (the short-term test is
             ``target_not_found_threshold``).
+        redetect_near_threshold: a lower bar for a peak in the search region at the last position
+            (where the target was lost): it re-acquires there when it reaches this; None: the
+            same ``redetect_threshold`` everywhere.
         lost_crops: search regions per lost frame (the cost bound: one backbone batch of this
             many crops), the one at the last position included; >= 2.
         tile_overlap: overlap of neighbouring whole-frame tiles, as a fraction of their side.
@@ -48,6 +51,7 @@ class LongTermParams:
 
     lost_after: int = 1
     redetect_threshold: float = 0.4
+    redetect_near_threshold: float | None = None
     lost_crops: int = 4
     tile_overlap: float = 0.25
 
@@ -63,6 +67,9 @@ class LongTermParams:
             raise ValueError(
                 f"redetect_threshold must be a finite number, got {self.redetect_threshold!r}"
             )
+        near = self.redetect_near_threshold
+        if near is not None and not (isinstance(near, int | float) and math.isfinite(near)):
+            raise ValueError(f"redetect_near_threshold must be a number or None, got {near!r}")
 
 
 def is_lost(result: TrackResult) -> bool:
@@ -71,8 +78,11 @@ def is_lost(result: TrackResult) -> bool:
     return result.status == TrackStatus.NOT_FOUND
 
 
-def is_found(score: float, params: LongTermParams) -> bool:
-    """Whether a lost tracker's best candidate, of peak ``score``, is taken as the target."""
+def is_found(score: float, params: LongTermParams, near: bool = False) -> bool:
+    """Whether a lost tracker's candidate, of peak ``score``, is taken as the target; ``near``:
+    a candidate in the search region at the last position."""
+    if near and params.redetect_near_threshold is not None:
+        return score >= min(params.redetect_near_threshold, params.redetect_threshold)
     return score >= params.redetect_threshold
 
 
