@@ -20,6 +20,7 @@ uninterrupted run would have seen, and nothing is stored on disk.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -69,8 +70,13 @@ def stream_extractor(
         return OnnxBackbone(backbone, layers=layers, num_threads=threads, int8=int8)
 
     def extract(images: Tensor) -> dict[str, Tensor]:
-        with torch.no_grad():
-            return backbone(images, layers)
+        previous = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            with torch.no_grad():
+                return backbone(images, layers)
+        finally:
+            torch.set_num_threads(previous)
 
     return extract
 
@@ -116,8 +122,6 @@ class StreamedPairs(Dataset):
         return len(self.samples)
 
     def _extractor(self) -> Callable[[Tensor], dict[str, Tensor]]:
-        import os
-
         if self._extract is None or self._owner != os.getpid():
             self._extract = stream_extractor(self.backbone, self.layers, self.runtime, self.threads)
             self._owner = os.getpid()
@@ -126,16 +130,7 @@ class StreamedPairs(Dataset):
     def __getitem__(self, index: int) -> dict[str, Tensor]:
         item = dict(self.samples[index])
         images = torch.stack([item.pop("ref_image"), item.pop("test_image")])
-        if self.runtime == "torch":
-            with torch.no_grad():
-                previous = torch.get_num_threads()
-                torch.set_num_threads(self.threads)
-                try:
-                    features = self._extractor()(images)
-                finally:
-                    torch.set_num_threads(previous)
-        else:
-            features = self._extractor()(images)
+        features = self._extractor()(images)
         for level, layer in enumerate(self.layers):
             feat = features[layer].to(torch.float16)
             item[f"ref_feat{level}"] = feat[0].contiguous()
