@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import minimize
 
 __all__ = [
     "FORMAT",
@@ -152,6 +151,8 @@ def fit_calibrator(
     ]
     prior = math.log(y.mean() / (1 - y.mean()))
     start = np.concatenate([[prior], np.zeros(len(features))])
+    from scipy.optimize import minimize  # here: a tracker that only predicts never imports scipy
+
     result = minimize(loss, start, jac=True, method="L-BFGS-B", bounds=bounds)
     theta = result.x
     calibrator = Calibrator(
