@@ -653,7 +653,6 @@ def _pack_stream() -> IoUNetExperiment:
             val_every=1,
             val_samples=512,
             num_workers=1,
-            keep_checkpoints=2,
         ),
     )
 
