@@ -11,7 +11,7 @@ from ebmtrack.models.backbones import PACKAGED_WEIGHTS, PackagedWeights, create_
 from ebmtrack.models.backbones.mobilenetv2 import MobileNetV2, convert_legacy_keys
 from ebmtrack.models.backbones.weights import read_state_dict
 from ebmtrack.weights import shipped_backbone_weights
-from ebmtrack.weights.packed import read_packed, write_packed
+from ebmtrack.weights.packed import packed_bytes, read_packed, split_packed, write_packed
 
 
 def _package_missing(self):
@@ -55,6 +55,26 @@ def test_packed_files_round_trip_and_refuse_other_files(tmp_path):
     (tmp_path / "bad.safetensors.gz").write_bytes(b"not gzip")
     with pytest.raises(ValueError, match="not a packed safetensors file"):
         read_packed(tmp_path / "bad.safetensors.gz")
+
+
+def test_a_packed_file_in_parts_reads_as_the_whole(tmp_path):
+    state = {"a": torch.randn(300, 7), "b": torch.randn(5)}
+    path = write_packed(state, tmp_path / "w.safetensors.gz")
+    whole = path.read_bytes()
+    parts = split_packed(path, part_bytes=1000)
+    assert len(parts) == -(-len(whole) // 1000) and not path.exists()
+    assert all(p.stat().st_size <= 1000 for p in parts)
+    assert packed_bytes(path) == whole  # the parts joined, in order
+    again = read_packed(path)
+    assert all(torch.equal(again[k], state[k]) for k in state)
+    import hashlib
+
+    from ebmtrack.models.backbones.weights import file_sha256
+
+    assert file_sha256(path) == hashlib.sha256(whole).hexdigest()
+    parts[-1].unlink()  # a missing last part no longer reads as the file
+    with pytest.raises(ValueError):
+        read_packed(path)
 
 
 def test_a_tampered_copy_is_refused(monkeypatch):

@@ -215,7 +215,7 @@ def ship_weights(out: str | Path, dest: str | Path) -> dict:
         load_backbone_weights,
         read_state_dict,
     )
-    from ebmtrack.weights.packed import write_packed
+    from ebmtrack.weights.packed import split_packed, write_packed
 
     out, dest = Path(out), Path(dest)
     record = json.loads((out / "comparison.json").read_text())
@@ -262,6 +262,7 @@ def ship_weights(out: str | Path, dest: str | Path) -> dict:
         ],
     }
     (dest / SHIPPED_RECORD).write_text(json.dumps(shipped, indent=2) + "\n")
+    split_packed(dest / SHIPPED_BACKBONE)  # parts of <= 4 MiB; the record holds the whole's sha
     readme = dest / "README.md"
     previous = readme.read_text() if readme.exists() else ""
     readme.write_text(keep_other_files(weights_readme(shipped), previous, files))

@@ -8,6 +8,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ebmtrack.weights.packed import packed_exists
+
 __all__ = [
     "DefaultModel",
     "confidence_calibrators",
@@ -65,7 +67,7 @@ def default_model() -> DefaultModel | None:
 def shipped_backbone_weights(backbone: str) -> tuple[Path, str] | None:
     """(path, sha256) of the ImageNet weights shipped for ``backbone``, or None if none ship."""
     model = default_model()
-    if model is None or model.backbone != backbone or not model.backbone_weights.is_file():
+    if model is None or model.backbone != backbone or not packed_exists(model.backbone_weights):
         return None
     digests = {entry["file"]: entry["sha256"] for entry in model.record.get("files", [])}
     sha256 = digests.get(model.backbone_weights.name)

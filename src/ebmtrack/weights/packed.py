@@ -5,6 +5,12 @@ A float32 tensor is stored as a uint8 tensor (4, N), plane k holding byte k of e
 85 % of the plain float32 one, with every value unchanged to the bit. The shapes are in the
 safetensors metadata (one JSON entry); nothing is unpickled; the same tensors give the same
 bytes. ``read_packed`` returns plain float32 tensors.
+
+A packed file may also be stored split into parts of at most :data:`PART_BYTES`
+(``NAME.safetensors.gz.part1``, ``.part2``, ...: the file's bytes cut in order, as ``split``
+does; the shipped copies are, so that no file of the package is large): :func:`packed_bytes`
+and :func:`packed_exists` read a path that way when the whole file is not there, and the file's
+sha256 is the sha256 of the joined parts.
 """
 
 from __future__ import annotations
@@ -14,9 +20,18 @@ import json
 import sys
 from pathlib import Path
 
-__all__ = ["PACKED_SUFFIX", "read_packed", "write_packed"]
+__all__ = [
+    "PACKED_SUFFIX",
+    "PART_BYTES",
+    "packed_bytes",
+    "packed_exists",
+    "read_packed",
+    "split_packed",
+    "write_packed",
+]
 
 PACKED_SUFFIX = ".safetensors.gz"
+PART_BYTES = 4 << 20  # 4 MiB
 _FORMAT = "float32-byte-planes"
 _KEY = "ebmtrack.packed"
 
@@ -43,6 +58,44 @@ def write_packed(state: dict, path: str | Path, metadata: dict[str, str] | None 
     return path
 
 
+def _parts(path: Path) -> list[Path]:
+    """``path`` itself where it is a file, else its parts in order (none if there are none)."""
+    if path.is_file():
+        return [path]
+    parts, index = [], 1
+    while (part := path.with_name(f"{path.name}.part{index}")).is_file():
+        parts.append(part)
+        index += 1
+    return parts
+
+
+def packed_exists(path: str | Path) -> bool:
+    """Whether ``path`` is a file or stored as parts."""
+    return bool(_parts(Path(path)))
+
+
+def packed_bytes(path: str | Path) -> bytes:
+    """The bytes of ``path``, or of its parts joined; FileNotFoundError if neither exists."""
+    parts = _parts(Path(path))
+    if not parts:
+        raise FileNotFoundError(f"weights file not found: {path}")
+    return b"".join(part.read_bytes() for part in parts)
+
+
+def split_packed(path: str | Path, part_bytes: int = PART_BYTES) -> list[Path]:
+    """Replace the file ``path`` by its parts of at most ``part_bytes`` (see the module
+    docstring); returns them."""
+    path = Path(path)
+    data = path.read_bytes()
+    parts = []
+    for index, start in enumerate(range(0, len(data), part_bytes), start=1):
+        part = path.with_name(f"{path.name}.part{index}")
+        part.write_bytes(data[start : start + part_bytes])
+        parts.append(part)
+    path.unlink()
+    return parts
+
+
 def read_packed(path: str | Path) -> dict:
     """The float32 tensors ``{name: Tensor}`` of a file :func:`write_packed` wrote; ValueError
     for a file of another format."""
@@ -52,7 +105,7 @@ def read_packed(path: str | Path) -> dict:
 
     path = Path(path)
     try:
-        data = gzip.decompress(path.read_bytes())
+        data = gzip.decompress(packed_bytes(path))
         state = load(data)
     except Exception as err:  # gzip, safetensors and OS errors share no base class
         raise ValueError(f"weights file {path} is not a packed safetensors file: {err}") from err

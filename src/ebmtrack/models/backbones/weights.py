@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from ebmtrack.models.backbones.base import Backbone
-from ebmtrack.weights.packed import PACKED_SUFFIX, read_packed
+from ebmtrack.weights.packed import PACKED_SUFFIX, packed_bytes, packed_exists, read_packed
 
 _MAX_LISTED = 8
 
@@ -67,7 +67,9 @@ class PackagedWeights:
 
 
 def file_sha256(path: str | Path) -> str:
-    """Hex sha256 of a file's bytes."""
+    """Hex sha256 of a file's bytes (a packed file stored as parts: of the parts joined)."""
+    if not Path(path).is_file() and packed_exists(path):
+        return hashlib.sha256(packed_bytes(path)).hexdigest()
     digest = hashlib.sha256()
     with open(path, "rb") as stream:
         for chunk in iter(lambda: stream.read(1 << 20), b""):
@@ -83,7 +85,7 @@ def read_state_dict(path: str | Path) -> dict[str, Tensor]:
     missing and ValueError if it is not a plain dict of tensors.
     """
     path = Path(path).expanduser()
-    if not path.is_file():
+    if not (path.is_file() or (path.name.endswith(PACKED_SUFFIX) and packed_exists(path))):
         raise FileNotFoundError(f"weights file not found: {path}")
     if path.name.endswith(PACKED_SUFFIX):  # the exact, compressed copies shipped in the package
         state = read_packed(path)
@@ -138,7 +140,7 @@ def load_backbone_weights(
             listed in one message).
     """
     path = Path(path).expanduser()
-    sha256 = file_sha256(path) if path.is_file() else None
+    sha256 = file_sha256(path) if path.is_file() or packed_exists(path) else None
     if expected_sha256 is not None and sha256 is not None and sha256 != expected_sha256:
         raise ValueError(
             f"weights file {path} has sha256 {sha256}, expected {expected_sha256} for "
