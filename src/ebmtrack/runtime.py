@@ -1,29 +1,22 @@
 """Process settings that decide how fast the models run on a CPU: thread counts and how idle
-threads wait, which backbone runtime runs, and whether freed memory is kept for reuse."""
+threads wait, and whether freed memory is kept for reuse. Which runtime runs a backbone is the
+tracker's choice (:mod:`ebmtrack.models.backbones.runtime`)."""
 
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # torch is imported where used: eval workers of OpenCV trackers need none
-    import torch
 
 __all__ = [
-    "BACKBONE_RUNTIMES",
     "DEFAULT_THREADS",
     "configure_threads",
-    "resolve_backbone_runtime",
     "retain_freed_memory",
     "torch_threads",
 ]
 
-BACKBONE_RUNTIMES = ("auto", "torch", "onnx", "onnx-int8")
 DEFAULT_THREADS = 1
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -57,55 +50,6 @@ def configure_threads(threads: int | None = None) -> int:
         if module in sys.modules:
             getattr(sys.modules[module], setter)(threads)
     return threads
-
-
-def resolve_backbone_runtime(
-    runtime: str,
-    device: torch.device | str,
-    dtype: torch.dtype,
-    int8: bool | Callable[[], bool] = False,
-) -> str:
-    """``torch``, ``onnx`` or ``onnx-int8`` for a tracker's backbone_runtime parameter.
-
-    ``auto``: ONNX Runtime where it is installed, on the CPU in float32, else eager PyTorch (on a
-    GPU, and in bfloat16, which ONNX Runtime's CPU kernels do not run). In ONNX Runtime the
-    backbone runs in int8 (``onnx-int8``, :mod:`ebmtrack.models.backbones.int8`) where ``int8``
-    says it may (a bool, or a function called only then: the caller knows whether ranges ship
-    for its backbone's weights; the ATOM tracker asks
-    :func:`~ebmtrack.models.backbones.int8.int8_available`), else in float32 (``onnx``): int8 ran
-    the default tracker's frame 1.33-1.44x cheaper than float32 in ONNX Runtime (itself 1.7x
-    cheaper than eager PyTorch), at the same accuracy (docs/results/speed.md).
-
-    ``onnx-int8`` asked for is refused with a ValueError on a GPU and with a dtype other than
-    float32 (bfloat16 already is the fast path there; ``precision="auto"`` resolves to it on CPUs
-    with native bfloat16).
-    """
-    if runtime not in BACKBONE_RUNTIMES:
-        raise ValueError(
-            f"backbone_runtime must be one of {', '.join(BACKBONE_RUNTIMES)}, got {runtime!r}"
-        )
-    import torch
-
-    if runtime == "onnx-int8":
-        if torch.device(device).type != "cpu":
-            raise ValueError(
-                f"backbone_runtime='onnx-int8' runs on the CPU, not {device}: use device='cpu'"
-            )
-        if dtype != torch.float32:
-            raise ValueError(
-                f"backbone_runtime='onnx-int8' replaces the float32 backbone; the precision "
-                f"here is {str(dtype).replace('torch.', '')} (precision='auto' is bfloat16 on "
-                "a CPU with native bfloat16): pass precision='float32', or use another "
-                "backbone_runtime"
-            )
-        return runtime
-    if runtime != "auto":
-        return runtime
-    installed = all(importlib.util.find_spec(name) for name in ("onnxruntime", "onnx"))
-    on_cpu = torch.device(device).type == "cpu"
-    if not (installed and on_cpu and dtype == torch.float32):
-        return "torch"
-    return "onnx-int8" if (int8() if callable(int8) else int8) else "onnx"
 
 
 @contextmanager

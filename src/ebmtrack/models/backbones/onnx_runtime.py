@@ -11,7 +11,6 @@ beforehand, and the int8 file is cached beside it.
 from __future__ import annotations
 
 import copy
-import hashlib
 import io
 import os
 import warnings
@@ -23,32 +22,12 @@ import torch
 from torch import Tensor, nn
 
 from ebmtrack.models.backbones.base import Backbone
-
-
-def default_cache_dir() -> Path:
-    """Where exported ONNX files are kept: ``$XDG_CACHE_HOME/ebmtrack/onnx`` when that variable
-    holds an absolute path (the XDG base-directory rule), else ``~/.cache/ebmtrack/onnx``."""
-    root = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(root) if os.path.isabs(root) else Path("~/.cache").expanduser()
-    return base / "ebmtrack" / "onnx"
-
+from ebmtrack.models.backbones.int8 import ActivationRanges, find_ranges, quantize_backbone
+from ebmtrack.models.backbones.onnx_files import default_cache_dir, state_dict_sha256
 
 OPSET = 17
 # (file, intra-op threads) -> session, shared by the OnnxBackbones of this process.
 _SESSIONS: dict[tuple[str, int], object] = {}
-
-
-def state_dict_sha256(module: nn.Module, skip: tuple[str, ...] = ()) -> str:
-    """Hex sha256 of a module's state dict (names, dtypes, shapes and values), leaving out the
-    keys that start with one of ``skip``."""
-    digest = hashlib.sha256()
-    for key, value in module.state_dict().items():
-        if key.startswith(skip):
-            continue
-        tensor = value.detach().cpu().contiguous()
-        digest.update(f"{key}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
-        digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
 
 
 class _LayerSelector(nn.Module):
@@ -119,9 +98,6 @@ class OnnxBackbone:
             raise ValueError("ranges are for the int8 model: pass int8=True with them")
 
     def _int8_ranges(self, ranges):
-        # Imported here: ONNX Runtime's quantization tools load only for int8.
-        from ebmtrack.models.backbones.int8 import ActivationRanges, find_ranges
-
         if ranges is None or isinstance(ranges, str | Path):
             found = find_ranges(self.name, self.weights_key, ranges)
             if found is None:
@@ -192,8 +168,6 @@ class OnnxBackbone:
             if not path.is_file() and not float_path.is_file():
                 self._export(float_path, height, width)
             if not path.is_file():
-                from ebmtrack.models.backbones.int8 import quantize_backbone
-
                 quantize_backbone(float_path, self.ranges, path)
             options = self._ort.SessionOptions()
             options.intra_op_num_threads = self.num_threads

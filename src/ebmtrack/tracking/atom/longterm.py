@@ -17,9 +17,10 @@ import torch
 from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.ops.crop import apply_matrix, crop_square
+from ebmtrack.tracking.atom.box import invert_affine
 from ebmtrack.tracking.atom.factory import CLASSIFIER_ONLY, build_atom
 from ebmtrack.tracking.atom.longterm_params import AtomLTParams
-from ebmtrack.tracking.atom.tracker import AtomTracker, _invert, normalize_features
+from ebmtrack.tracking.atom.tracker import AtomTracker
 from ebmtrack.tracking.base import TrackResult, TrackStatus
 from ebmtrack.tracking.localize import upsample_scores
 from ebmtrack.tracking.longterm import LostSearch, is_found, is_lost
@@ -57,12 +58,12 @@ class AtomLTTracker(AtomTracker):
     def __init__(
         self,
         backbone: Backbone,
-        iou_net: AtomIoUNet | None = None,
+        box_head: AtomIoUNet | None = None,
         params: AtomLTParams | None = None,
         calibrator=None,
     ) -> None:
         params = params or AtomLTParams()
-        super().__init__(backbone, iou_net, params, calibrator)
+        super().__init__(backbone, box_head, params, calibrator)
         size = params.search_size
         self._lost_image = torch.empty(params.lost_crops, 3, size, size, device=self.device)
         self._lost_search = LostSearch(params.lost_crops, params.tile_overlap)
@@ -92,9 +93,9 @@ class AtomLTTracker(AtomTracker):
         params, state, timings = self.params, self._state, {}
         tic = time.perf_counter()
         frame = as_rgb(frame)
-        self._clamp_state(state, frame.shape)
+        self._clamp(state, frame.shape)
         state.frame_index += 1
-        side = self._side(state.size)
+        side = self.search.side(state.size)
         height, width = frame.shape[:2]
         centers = self._lost_search.centers((width, height), state.center, side)
         images = self._lost_image[: len(centers)]
@@ -106,12 +107,12 @@ class AtomLTTracker(AtomTracker):
                 matrices.append(matrix)
             toc = time.perf_counter()
             timings["crop"], tic = toc - tic, toc
-            feats = self._extract(images)
+            feats = self.search.extract(images)
         toc = time.perf_counter()
         timings["backbone"], tic = toc - tic, toc
+        # (crops, H, W)
+        scores, _ = self.classifier.score(state.model, feats[self.classifier.layer])
         with torch.inference_mode():
-            projected = state.classifier.project(normalize_features(feats[self.classifier_layer]))
-            scores = state.classifier.score(projected)  # (crops, H, W)
             fine = torch.stack([upsample_scores(s, params.score_upsample) for s in scores])
             peaks = fine.flatten(1).amax(dim=1)
             best = int(torch.argmax(peaks).item())
@@ -121,9 +122,9 @@ class AtomLTTracker(AtomTracker):
                 best = 0  # the region at the last position passes the lower bar
             row, col = divmod(int(torch.argmax(fine[best]).item()), fine.shape[2])
             score = float(fine[best, row, col].item())
-        cell = self.stride / params.score_upsample
-        center = apply_matrix(_invert(matrices[best]), np.array([col * cell, row * cell]))
-        timings["classifier"], timings["iou"], timings["update"] = (
+        cell = self.classifier.stride / params.score_upsample
+        center = apply_matrix(invert_affine(matrices[best]), np.array([col * cell, row * cell]))
+        timings["classifier"], timings["box"], timings["update"] = (
             time.perf_counter() - tic,
             0.0,
             0.0,
@@ -131,9 +132,9 @@ class AtomLTTracker(AtomTracker):
         self.last_timings = timings
         if is_found(score, params, near=best == 0):
             state.center = center
-            self._clamp_state(state, frame.shape)
+            self._clamp(state, frame.shape)
             self.lost, self._misses = False, 0
-            return TrackResult(self._box(state), score, TrackStatus.NORMAL)
+            return TrackResult(state.box(), score, TrackStatus.NORMAL)
         box = np.concatenate([center - state.size / 2, state.size])
         return TrackResult(box, score, TrackStatus.LOST)
 

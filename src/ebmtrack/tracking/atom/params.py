@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ebmtrack.models.precision import PRECISIONS
 from ebmtrack.tracking.params import SearchRegionParams, check_ranges
 
-__all__ = ["AtomParams"]
+__all__ = ["BOX_MODES", "HEAD_MODES", "SCALE_MODES", "AtomParams"]
+
+BOX_MODES = ("refine", "scale", "position", "gated", "polished")
+HEAD_MODES = ("refine", "gated", "polished")  # the IoU-Net estimates (part of) the box
+SCALE_MODES = ("scale", "gated", "polished")  # the classifier's scale search sizes it
 
 
 @dataclass(frozen=True)
@@ -32,29 +37,27 @@ class AtomParams(SearchRegionParams):
         init_gn_iters, init_cg_iters: first-frame Gauss-Newton and CG (per GN) iterations.
         update_cg_iters: CG iterations of each filter update.
 
-    Box estimation (IoU-Net):
-        use_iou_net: refine the box with the IoU predictor; if False only the position moves.
-        iou_steps, iou_step_length: gradient-ascent steps and their length (times w, h).
-        iou_top_k: boxes averaged at the end.
-        iou_accept_margin: ``None`` (ATOM): the IoU-Net's box is always taken. A number: the
-            scale search below sets the size first, and the IoU-Net's box replaces the scale
-            search's only where the mean predicted IoU of its ``iou_top_k`` best boxes exceeds
-            the predicted IoU of the scale search's box by at least this margin (the network
-            judges whether its refinement is better; needs ``scale_factors``).
-        iou_box_feedback: True (ATOM): the IoU-Net's box becomes the tracker's state (the
-            next frame's search region and size). False: it is only the box reported for the
-            frame; the state follows the classifier and the scale search, so the head's errors
-            never carry into the next frame (needs ``scale_factors``, which then size the
-            state; ``iou_accept_margin`` may stay None: every refined box is reported).
+    Box estimation (``box_mode``, the box estimator's kind; docs/atom.md):
+        box_mode: ``refine`` (ATOM, the default here): the IoU-Net refines the classifier's box
+            and its box becomes the state (the next frame's search region and size).
+            ``scale``: no IoU-Net; the scale search below sizes the box. ``position``: no
+            IoU-Net, no scale search; only the position moves. ``gated``: the scale search
+            sizes the box, and the IoU-Net's box replaces it where the mean predicted IoU of
+            its ``box_top_k`` best boxes exceeds the predicted IoU of the scale search's box by
+            at least ``box_accept_margin``. ``polished``: the scale search tracks; the IoU-Net
+            refines the box reported for the frame only, so its errors never carry into the
+            next frame.
+        box_steps, box_step_length: the IoU-Net's gradient-ascent steps and their length (times
+            w, h); ``refine``, ``gated`` and ``polished``.
+        box_top_k: boxes averaged at the end.
+        box_accept_margin: the gate of ``gated``.
 
-    Scale search (not in the paper):
-        scale_factors: besides the search region itself, crop it this many times wider (e.g.
-            ``(1 / 1.05, 1.05)``) and run the classifier on all of them in one batch; the region
-            whose score peak is highest gives the position, and the scale interpolated between
-            the peaks (:func:`~ebmtrack.tracking.localize.best_scale`) a size change,
-            taken at ``size_update_rate`` (the scale search of DSST / SiamFC). Empty: the size
-            is kept (and refined by the IoU-Net when there is one). With an IoU-Net only
-            together with ``iou_accept_margin``.
+    Scale search (``scale``, ``gated`` and ``polished``; not in the paper):
+        scale_factors: besides the search region itself, crop it these many times wider and
+            run the classifier on all of them in one batch; the region whose score peak is
+            highest gives the position, and the scale interpolated between the peaks
+            (:func:`~ebmtrack.tracking.localize.best_scale`) a size change, taken at
+            ``size_update_rate`` (the scale search of DSST / SiamFC).
         scale_search_interval: search scale on every this many frames, starting with the
             first tracked one; the frames between run the usual search region alone (one
             backbone pass instead of ``1 + len(scale_factors)``). 1: every frame.
@@ -72,14 +75,33 @@ class AtomParams(SearchRegionParams):
     init_cg_iters: int = 10
     update_cg_iters: int = 5
 
-    use_iou_net: bool = True
-    iou_steps: int = 5
-    iou_step_length: float = 1.0
-    iou_top_k: int = 3
-    iou_accept_margin: float | None = None
-    iou_box_feedback: bool = True
-    scale_factors: tuple[float, ...] = ()
+    box_mode: str = "refine"
+    box_steps: int = 5
+    box_step_length: float = 1.0
+    box_top_k: int = 3
+    box_accept_margin: float = 0.1
+    scale_factors: tuple[float, ...] = (1 / 1.05, 1.05)
     scale_search_interval: int = 1
+
+    box_modes: ClassVar[tuple[str, ...]] = BOX_MODES
+    head_modes: ClassVar[tuple[str, ...]] = HEAD_MODES
+    mode_fields: ClassVar[dict[str, tuple[str, ...]]] = {
+        "box_steps": HEAD_MODES,
+        "box_step_length": HEAD_MODES,
+        "box_top_k": HEAD_MODES,
+        "box_accept_margin": ("gated",),
+        "scale_factors": SCALE_MODES,
+        "scale_search_interval": SCALE_MODES,
+    }
+    renamed: ClassVar[dict[str, str]] = {
+        "use_iou_net": "box_mode ('refine', 'gated' or 'polished' with an IoU-Net, 'scale' or"
+        " 'position' without)",
+        "iou_box_feedback": "box_mode ('polished' reports the IoU-Net's box only)",
+        "iou_accept_margin": "box_mode 'gated' with box_accept_margin",
+        "iou_steps": "box_steps",
+        "iou_step_length": "box_step_length",
+        "iou_top_k": "box_top_k",
+    }
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -91,40 +113,23 @@ class AtomParams(SearchRegionParams):
                 "init_gn_iters",
                 "init_cg_iters",
                 "update_cg_iters",
-                "iou_top_k",
+                "box_top_k",
                 "scale_search_interval",
             ),
-            non_negative_ints=("iou_steps",),
+            non_negative_ints=("box_steps",),
             positive=("sigma_factor", "pelu_alpha", "filter_reg", "projection_reg"),
         )
+        self._check_box_mode()
         factors = self.scale_factors
-        if not all(isinstance(f, int | float) and 0 < f < 10 and f != 1 for f in factors):
+        if not (
+            factors and all(isinstance(f, int | float) and 0 < f < 10 and f != 1 for f in factors)
+        ):
             raise ValueError(
                 f"scale_factors must be numbers in (0, 10) other than 1, got {factors!r}"
             )
-        margin = self.iou_accept_margin
-        if not isinstance(self.iou_box_feedback, bool):
-            raise ValueError(
-                f"iou_box_feedback must be true or false, got {self.iou_box_feedback!r}"
-            )
-        if not self.iou_box_feedback and not (self.use_iou_net and factors):
-            raise ValueError(
-                "iou_box_feedback=False needs use_iou_net=True and scale_factors: the scale"
-                " search sizes the state, the IoU-Net's box is only reported"
-            )
-        if margin is not None:
-            if not (isinstance(margin, int | float) and not isinstance(margin, bool)):
-                raise ValueError(f"iou_accept_margin must be a number or None, got {margin!r}")
-            if not (self.use_iou_net and factors):
-                raise ValueError(
-                    "iou_accept_margin needs use_iou_net=True and scale_factors: it chooses"
-                    " between the IoU-Net's box and the scale search's"
-                )
-        elif factors and self.use_iou_net and self.iou_box_feedback:
-            raise ValueError(
-                "scale_factors with use_iou_net=True needs iou_accept_margin: without it the"
-                " IoU-Net estimates the size"
-            )
+        margin = self.box_accept_margin
+        if not isinstance(margin, int | float) or isinstance(margin, bool):
+            raise ValueError(f"box_accept_margin must be a number, got {margin!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(
                 f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"

@@ -40,8 +40,8 @@ def create_dimp_tracker(
     Args:
         weights: the box head, an ``AtomIoUNet`` file (:func:`ebmtrack.models.save_model`)
             trained with an EBM loss for this backbone. Default: the NCE+ head shipped in
-            :mod:`ebmtrack.weights` (MobileNetV2 only). Without one, ``use_box_head`` defaults
-            to False (the box size is kept) and one warning says so.
+            :mod:`ebmtrack.weights` (MobileNetV2 only). Without one, ``box_mode`` defaults to
+            ``position`` (the box size is kept) and one warning says so.
         classifier_weights: a ``DiMPClassifier`` file for this backbone. Default: the one shipped
             in :mod:`ebmtrack.weights` (MobileNetV2 only). Without one the classifier is random
             (seeded from ``seed``): the tracker runs, but cannot find the target; one warning
@@ -60,24 +60,21 @@ def create_dimp_tracker(
             wrong model, or a CUDA device on a machine without one.
         FileNotFoundError: a weights file that does not exist.
     """
-    unknown = sorted(set(params) - set(DiMPParams.names()))
-    if unknown:
-        valid = ", ".join(name for name in DiMPParams.names() if name != "backbone")
-        raise ValueError(f"unknown dimp-nce+ parameter(s) {unknown}; valid: {valid}")
+    DiMPParams.check_names(params, "dimp-nce+")
     if backbone not in backbone_names():
         raise ValueError(f"unknown backbone {backbone!r}; valid names: {backbone_names()}")
     weights = weights if weights is not None else shipped.nce_box_head(backbone)
     if weights is None:
-        params.setdefault("use_box_head", False)
+        params.setdefault("box_mode", "position")
     dimp_params = DiMPParams(backbone=backbone, **params)
     if dimp_params.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {dimp_params.device!r} requested but CUDA is not available")
     # Files are checked before the (slower) backbone is built.
     box_head = None
-    if weights is not None and dimp_params.use_box_head:
+    if weights is not None and dimp_params.box_mode == "refine":
         box_head = load_model(weights, expected="AtomIoUNet")
         _made_for(box_head, backbone, Path(weights), "box head")
-    elif dimp_params.use_box_head:
+    elif dimp_params.box_mode == "refine":
         raise ValueError(f"no box head weights ship for backbone {backbone!r}: pass weights=")
     else:
         logger.warning("dimp-nce+ without a box head: the box keeps its first size")

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ebmtrack.tracking.params import SearchRegionParams, check_ranges
 
-__all__ = ["STEP_RULES", "DiMPParams"]
+__all__ = ["BOX_MODES", "STEP_RULES", "DiMPParams"]
+
+BOX_MODES = ("refine", "position")
+"""``refine``: the EBM head refines the classifier's box; ``position``: only the position moves,
+the size is kept."""
 
 STEP_RULES = ("s1", "fixed")
 """Box-refinement step rules: ``s1`` (the paper's Algorithm S1) and ``fixed`` (the reference
@@ -39,7 +44,8 @@ class DiMPParams(SearchRegionParams):
 
     Box refinement (the EBM head, gradient ascent on f(x, y) in y = (cx / w0, cy / h0, log w,
     log h) with (w0, h0) the classifier box's size, :mod:`ebmtrack.tracking.dimp.refine`):
-        use_box_head: refine the box; if False only the position moves and the size is kept.
+        box_mode: ``refine`` (the box head refines the box) or ``position`` (only the position
+            moves and the size is kept; the box fields below then keep their defaults).
         box_steps: iterations T (reference 10; 5 here: the same tracking AUC on the training
             sequences at about 1.3x the frame rate, docs/dimp.md).
         box_step_length: lambda for (centre, log-size) coordinates (2.5e-3 each, the reference's
@@ -62,12 +68,22 @@ class DiMPParams(SearchRegionParams):
     update_iters: int = 2
     hard_negative_iters: int = 1
 
-    use_box_head: bool = True
+    box_mode: str = "refine"
     box_steps: int = 5
     box_step_length: tuple[float, float] = (2.5e-3, 2.5e-3)
     box_step_rule: str = "s1"
     box_step_decay: float = 0.5
     box_top_k: int = 3
+
+    box_modes: ClassVar[tuple[str, ...]] = BOX_MODES
+    head_modes: ClassVar[tuple[str, ...]] = ("refine",)
+    mode_fields: ClassVar[dict[str, tuple[str, ...]]] = {
+        name: ("refine",)
+        for name in ("box_steps", "box_step_length", "box_step_rule", "box_step_decay", "box_top_k")
+    }
+    renamed: ClassVar[dict[str, str]] = {
+        "use_box_head": "box_mode ('refine' with the box head, 'position' without)"
+    }
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -76,6 +92,7 @@ class DiMPParams(SearchRegionParams):
             positive_ints=("box_top_k",),
             non_negative_ints=("init_iters", "update_iters", "hard_negative_iters", "box_steps"),
         )
+        self._check_box_mode()
         if self.box_step_rule not in STEP_RULES:
             raise ValueError(
                 f"box_step_rule must be one of {', '.join(STEP_RULES)}, got {self.box_step_rule!r}"
