@@ -17,7 +17,7 @@ Every slice keeps the pack's held-out tracks out of training. The tracker settin
 ``--seeds`` tracker seeds each (the trackers' own ``seed``: their augmentation, proposals and
 noise). Run::
 
-    python -m ebmtrack.studies.data_scaling --out runs/data-scaling
+    python studies/data_scaling.py --out runs/data-scaling
 
 Everything is resumable: finished trainings are not rerun (``OUT/LEVEL/LOSS/``, one feature cache
 per slice in ``OUT/features-LEVEL``) and finished tracking runs are skipped
