@@ -5,10 +5,10 @@ The paper's Table 2 trains one box-regression head per method (ML-IS, KLD-IS, ML
 boxes that gradient ascent on each head (Algorithm S1) makes of a detector's boxes; its Figure 3
 repeats the best methods for M = 1 .. 128 samples (here NCE+ and KLD-IS). Here the head is the
 tracker's IoU-Net on the ``pack-cpu`` preset (frozen ImageNet MobileNetV2, cached features of
-2048 training pairs of the training pack; ``--preset default-cpu`` for the study's earlier
-protocol), every method gets the same iterations, ATOM's MSE is a reference row, and the
-"detector's errors" are ground-truth boxes perturbed to an IoU drawn uniformly from 0.5-0.9
-(``refinement.py``).
+2048 training pairs of the training pack; ``--preset default-cpu`` for the protocol of the
+one-seed record of docs/results/box-regression.md), every method gets the same iterations,
+ATOM's MSE is a reference row, and the "detector's errors" are ground-truth boxes perturbed to an
+IoU drawn uniformly from 0.5-0.9 (``refinement.py``).
 
 Prediction follows appendix C.1: T = 10 iterations of Algorithm S1 (step decay 0.5) from the
 perturbed box, in the EBM's box parametrisation, with the step length of each head chosen from
@@ -114,8 +114,8 @@ def evaluation_sources(
     ``pack-cpu``: the step lengths are tuned on the training pack's held-out tracks
     (``data.holdout``, never trained on) and the heads are tested on every sequence of
     ``test_folder`` (default :data:`TEST_FOLDER`), on which nothing is trained or chosen.
-    ``default-cpu`` (the earlier protocol): both splits are frames of the preset's held-out
-    sequences of ``test_folder`` (default the preset's ``data.sequence_folder``).
+    ``default-cpu`` (the one-seed record's protocol): both splits are frames of the preset's
+    held-out sequences of ``test_folder`` (default the preset's ``data.sequence_folder``).
 
     Raises ValueError if with ``pack-cpu`` the test folder is the pack's track folder.
     """

@@ -35,7 +35,8 @@ from ebmtrack.training.trainer import NonFiniteLossError, Trainer
 
 PRESETS = ("pack-cpu", "default-cpu")
 """Training presets the study runs on: ``pack-cpu`` (the training pack; the default) and
-``default-cpu`` (8 of the test folder's sequences; the study's earlier protocol)."""
+``default-cpu`` (8 of the test folder's sequences; the protocol of the 29 November 2026 record of
+docs/results/box-regression.md)."""
 TEST_FRAMES = {"pack-cpu": 15, "default-cpu": 40}
 """Test frames per test sequence by preset (:attr:`StudyConfig.frames_per_sequence`)."""
 TEST_FOLDER = "../shared/data/sequences"
@@ -163,7 +164,7 @@ class StudyConfig:
 
 
 FIRST_SEED = 1
-"""The seed whose runs keep the plain method name (the study's single seed before seeds)."""
+"""The seed whose runs keep the plain method name (``nce+``; another seed's: ``nce+-seed2``)."""
 DATA_SEED = FIRST_SEED
 """The seed of the cached training pairs, the same for every run (:func:`train_on_shared_cache`):
 the other seeds change the initialisation, the order of the pairs, the proposals and the losses'

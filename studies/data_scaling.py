@@ -4,7 +4,8 @@ ATOM's IoU-Net (the ``pack-cpu`` recipe: frozen ImageNet MobileNetV2, half-width
 features, 4 epochs of 2048 pairs) is trained on four nested slices of the training pack, with
 each box loss, then the ``atom`` tracker runs with each head:
 
-- ``a``: 8 of the pack's tracks (as many objects as the heads trained before the pack existed);
+- ``a``: 8 of the pack's tracks (as many objects as the 8 training sequences of the
+  ``default-cpu`` preset);
 - ``b``: all of its training tracks;
 - ``c``: + coco128's objects (as stills and as targets of generated sequences);
 - ``d``: + Tiny ImageNet's objects as targets of generated sequences (the ``pack-cpu`` preset);
