@@ -79,6 +79,52 @@ def write_report(out: Path, config: StudyConfig) -> dict:
         if seeded_run(name, first) in all_rows:
             rows[name] = all_rows[seeded_run(name, first)]
     untrained = rows.get("untrained")
+    timing = {name: value for name, value in timing.items() if isinstance(value, float)}
+    lines = _table_lines(rows, runs, timing)
+    differences = {}
+    for first, second in KEY_PAIRS:
+        if "ious_after" in rows.get(first, {}) and "ious_after" in rows.get(second, {}):
+            mean, se = paired_difference(rows[first]["ious_after"], rows[second]["ious_after"])
+            differences[f"{first} - {second}"] = (mean, se)
+    lines.append("")
+    lines += [
+        f"- {pair}, same {untrained['num_boxes'] if untrained else '?'} boxes: "
+        f"{mean:+.4f} +- {se:.4f} (paired s.e.)"
+        for pair, (mean, se) in differences.items()
+    ]
+    curve, ranking = m_curve(rows), _curve_ranking(rows)
+    has_curve = any(curve.values())  # the M-curve's runs are optional (``--runs``)
+    if has_curve:
+        lines += _curve_lines(curve, ranking)
+    by_seed = {
+        name: {seed: all_rows.get(seeded_run(name, seed)) for seed in config.seeds} for name in runs
+    }
+    by_seed.update(_pseudo_methods(all_rows.get("untrained"), by_seed, config.seeds))
+    seeds = {name: seed_summary([r for r in rs.values() if r]) for name, rs in by_seed.items()}
+    seed_differences = {
+        f"{a} - {b}": seed_difference(by_seed.get(a, {}), by_seed.get(b, {})) for a, b in SEED_PAIRS
+    }
+    lines += _seed_lines(config.seeds, seeds, seed_differences)
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    record = {
+        "config": asdict(config),
+        "timing_s_per_iter": timing,
+        "rows": all_rows,
+        "differences": differences,
+        "over_seeds": {name: summary for name, summary in seeds.items() if summary},
+        "over_seeds_differences": {k: v for k, v in seed_differences.items() if v},
+        "m_curve": {loss: {str(k): v for k, v in points.items()} for loss, points in curve.items()},
+    }
+    write_json(out / "results.json", record)
+    if has_curve:
+        plot_m_curve(curve, ranking, out / "m-curve.png")
+    return record
+
+
+def _table_lines(rows: dict, runs: dict, timing: dict[str, float]) -> list[str]:
+    """The report's table of the first seed's runs (``rows``), with the timing slice's seconds per
+    iteration (``timing``) and the paper's Table 2."""
+    untrained = rows.get("untrained")
     lines = [
         "| method | M | IoU after (S1) | > 0.5 | > 0.75 | improved | step | s/iter (slice) | "
         "x ML-IS | s/iter (run) | rank_corr | paper AP / AP50 / AP75 | paper s/iter |",
@@ -90,7 +136,6 @@ def write_report(out: Path, config: StudyConfig) -> dict:
             f"| no refinement (start boxes) | - | {start['iou_after']:.3f} | "
             f"{start['above_50']:.3f} | {start['above_75']:.3f} | - | - | - | - | - | - | - | - |"
         )
-    timing = {name: value for name, value in timing.items() if isinstance(value, float)}
     base_time = timing.get("ml-is")
     for name in ["untrained", *TABLE_METHODS]:
         row = rows.get(name)
@@ -117,58 +162,27 @@ def write_report(out: Path, config: StudyConfig) -> dict:
             f"| mse, ATOM's ascent | - | {atom['iou_after']:.3f} | {atom['above_50']:.3f} | "
             f"{atom['above_75']:.3f} | {atom['improved']:.2f} | 1 x size | | | | | | |"
         )
-    differences = {}
-    for first, second in KEY_PAIRS:
-        if "ious_after" in rows.get(first, {}) and "ious_after" in rows.get(second, {}):
-            mean, se = paired_difference(rows[first]["ious_after"], rows[second]["ious_after"])
-            differences[f"{first} - {second}"] = (mean, se)
-    lines.append("")
-    lines += [
-        f"- {pair}, same {untrained['num_boxes'] if untrained else '?'} boxes: "
-        f"{mean:+.4f} +- {se:.4f} (paired s.e.)"
-        for pair, (mean, se) in differences.items()
-    ]
-    curve, ranking = m_curve(rows), _curve_ranking(rows)
-    has_curve = any(curve.values())  # the M-curve's runs are optional (``--runs``)
-    if has_curve:
-        header = " | ".join(f"{loss} IoU after | {loss} rank_corr" for loss in CURVE_LOSSES)
-        lines += ["", f"| M | {header} |", "|---|" + "---|---|" * len(CURVE_LOSSES)]
-        for samples in CURVE_SAMPLES:
-            cells = []
-            for loss in CURVE_LOSSES:
-                point = curve[loss].get(samples)
-                cells.append(
-                    "-"
-                    if point is None
-                    else point
-                    if isinstance(point, str)
-                    else f"{point[0]:.3f} +- {point[1]:.3f}"
-                )
-                cells.append(next((f"{r:.3f}" for m, r in ranking[loss] if m == samples), "-"))
-            lines.append(f"| {samples} | " + " | ".join(cells) + " |")
-    by_seed = {
-        name: {seed: all_rows.get(seeded_run(name, seed)) for seed in config.seeds} for name in runs
-    }
-    by_seed.update(_pseudo_methods(all_rows.get("untrained"), by_seed, config.seeds))
-    seeds = {name: seed_summary([r for r in rs.values() if r]) for name, rs in by_seed.items()}
-    seed_differences = {
-        f"{a} - {b}": seed_difference(by_seed.get(a, {}), by_seed.get(b, {})) for a, b in SEED_PAIRS
-    }
-    lines += _seed_lines(config.seeds, seeds, seed_differences)
-    (out / "report.md").write_text("\n".join(lines) + "\n")
-    record = {
-        "config": asdict(config),
-        "timing_s_per_iter": timing,
-        "rows": all_rows,
-        "differences": differences,
-        "over_seeds": {name: summary for name, summary in seeds.items() if summary},
-        "over_seeds_differences": {k: v for k, v in seed_differences.items() if v},
-        "m_curve": {loss: {str(k): v for k, v in points.items()} for loss, points in curve.items()},
-    }
-    write_json(out / "results.json", record)
-    if has_curve:
-        plot_m_curve(curve, ranking, out / "m-curve.png")
-    return record
+    return lines
+
+
+def _curve_lines(curve: dict, ranking: dict) -> list[str]:
+    """The report's table of the M-curve: per M, each loss's IoU after refinement and ranking."""
+    header = " | ".join(f"{loss} IoU after | {loss} rank_corr" for loss in CURVE_LOSSES)
+    lines = ["", f"| M | {header} |", "|---|" + "---|---|" * len(CURVE_LOSSES)]
+    for samples in CURVE_SAMPLES:
+        cells = []
+        for loss in CURVE_LOSSES:
+            point = curve[loss].get(samples)
+            cells.append(
+                "-"
+                if point is None
+                else point
+                if isinstance(point, str)
+                else f"{point[0]:.3f} +- {point[1]:.3f}"
+            )
+            cells.append(next((f"{r:.3f}" for m, r in ranking[loss] if m == samples), "-"))
+        lines.append(f"| {samples} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _sequence_means(row: dict) -> dict[str, float] | None:
