@@ -7,7 +7,7 @@ from pathlib import Path
 from ebmtrack.tracking.registry import tracker_names
 
 ROOT = Path(__file__).resolve().parents[1]
-TEXT_FOLDERS = ("docs", "src", "tests", "benchmarks", "scripts")
+TEXT_FOLDERS = ("docs", "src", "tests", "benchmarks", "studies", "scripts")
 
 
 def _text_files():
@@ -88,3 +88,25 @@ def test_the_demo_score_is_the_same_on_every_page():
     assert f"AUC {shown}" in readme
     measured = re.findall(r"\*\*(\d+\.\d+)\*\*", routes)
     assert measured and all(f"{float(m):.1f}" == shown for m in measured), (shown, measured)
+
+
+def test_every_command_named_in_the_text_runs_a_file_or_module_that_exists():
+    """``python studies/NAME.py``, ``python benchmarks/NAME.py`` and ``python -m ebmtrack...`` in
+    any text (commands broken over lines too) name a script or module of the repository."""
+    import importlib.util
+
+    script = re.compile(r"python\s+((?:studies|benchmarks|scripts)/[a-z0-9_/]+\.py)")
+    module = re.compile(r"python\s+-m\s+(ebmtrack(?:\.\w+)*)")
+    missing, checked = [], 0
+    for path in _text_files():
+        text = path.read_text(encoding="utf-8")
+        for name in script.findall(text):
+            checked += 1
+            if not (ROOT / name).is_file():
+                missing.append(f"{path.relative_to(ROOT)}: {name}")
+        for name in module.findall(text):
+            checked += 1
+            if importlib.util.find_spec(name) is None:
+                missing.append(f"{path.relative_to(ROOT)}: python -m {name}")
+    assert checked > 20, checked
+    assert not missing, "\n".join(missing)

@@ -136,7 +136,8 @@ SHARED_SEQUENCES = Path(__file__).resolve().parents[2].parent / "shared" / "data
 @pytest.mark.skipif(not SHARED_SEQUENCES.is_dir(), reason="shared sequences not present")
 def test_pairs_from_real_sequences_and_their_frames_as_textures():
     from ebmtrack.data.datasets.folder import load_folder
-    from ebmtrack.data.synthetic import ImageTextures, SyntheticConfig, SyntheticSequence
+    from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequence
+    from ebmtrack.data.textures import ImageTextures
 
     sequences = load_folder(SHARED_SEQUENCES)[:3]
     pairs = TrackingPairs([sequences], max_gap=10, num_pairs=20, seed=1)

@@ -1,13 +1,7 @@
 import numpy as np
 import pytest
 
-from ebmtrack.data.synthetic import (
-    ImageTextures,
-    SyntheticConfig,
-    SyntheticSequence,
-    SyntheticSequences,
-    procedural_texture,
-)
+from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequence, SyntheticSequences
 
 SMALL = SyntheticConfig(num_frames=12, frame_size=(96, 128))
 
@@ -61,29 +55,6 @@ def test_occluders_hide_the_target_in_some_frames():
     assert fractions.min() < 0.3 and np.median(fractions) > 0.9
 
 
-def test_image_textures_take_their_colours_from_the_images(tmp_path):
-    import cv2
-
-    image = np.zeros((40, 60, 3), np.uint8)
-    image[..., 0] = 200  # pure red in RGB
-    path = tmp_path / "red.png"
-    cv2.imwrite(str(path), cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
-    textures = ImageTextures.from_files([path])
-    sample = textures(np.random.default_rng(0), 17, 23)
-    assert sample.shape == (17, 23, 3)
-    np.testing.assert_array_equal(sample, np.broadcast_to([200, 0, 0], (17, 23, 3)))
-    sequence = SyntheticSequence("red", SMALL, seed=0, textures=textures)
-    frame = sequence.frame(3)
-    assert set(np.unique(frame[..., 1])) == {0}  # only red everywhere, objects included
-
-
-def test_procedural_textures_vary_and_have_the_requested_size():
-    rng = np.random.default_rng(0)
-    textures = [procedural_texture(rng, 30, 50) for _ in range(5)]
-    assert all(t.shape == (30, 50, 3) and t.dtype == np.uint8 for t in textures)
-    assert len({t.tobytes() for t in textures}) == 5
-
-
 @pytest.mark.parametrize(
     "changes, word",
     [
@@ -118,7 +89,7 @@ class _OneObject:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_real_image_target_has_its_box_around_the_object_not_the_patch(seed):
-    from ebmtrack.data.synthetic import ObjectPatches
+    from ebmtrack.data.textures import ObjectPatches
 
     config = SyntheticConfig(
         num_frames=20, frame_size=(120, 160), num_distractors=(0, 0), num_occluders=(0, 0)

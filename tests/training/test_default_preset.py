@@ -11,7 +11,6 @@ from ebmtrack.data.processing import AtomProcessing
 from ebmtrack.models.backbones import create_backbone
 from ebmtrack.models.serialization import load_model
 from ebmtrack.ops.boxes import iou_xywh
-from ebmtrack.studies.default_model import RefinementSamples, perturb_box, refinement_scores
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.training.box_regression import BoxLossConfig, BoxRegressionModule
 from ebmtrack.training.experiment import (
@@ -154,27 +153,6 @@ def test_fold_keeps_held_out_sequences_out_of_training():
     assert preset.trainer.samples_per_epoch == preset.feature_cache.train_pairs
 
 
-def test_refinement_without_proposals_or_steps_keeps_the_start_box():
-    params = AtomParams(num_random_proposals=0, iou_steps=0, iou_top_k=1)
-    config = smoke_config()
-    module = config.build_module()
-    rng = np.random.default_rng(0)
-    truth = np.array([30.0, 28.0, 24.0, 30.0])
-    starts = np.stack([perturb_box(truth, 0.1, 0.15, rng) for _ in range(3)])
-    feats = module.features(torch.rand(4, 3, 96, 96) * 255)
-    samples = RefinementSamples(
-        "x",
-        [f[:1] for f in feats],
-        torch.tensor([[36.0, 36.0, 24.0, 24.0]]),
-        [f[1:] for f in feats],
-        torch.as_tensor(starts, dtype=torch.float32),
-        torch.as_tensor(truth, dtype=torch.float32).expand(3, 4),
-    )
-    scores = refinement_scores(module.iou_net, [samples], params)
-    assert scores["iou_after"] == pytest.approx(scores["iou_before"])
-    assert scores["improved"] == 0.0 and scores["num_boxes"] == 3
-
-
 @pytest.mark.skipif(default_model() is None, reason="no shipped weights")
 def test_shipped_weights_match_their_record_and_load():
     from ebmtrack.weights.packed import packed_bytes
@@ -204,20 +182,3 @@ def test_shipped_weights_match_their_record_and_load():
             if key.startswith("features."):
                 torch.testing.assert_close(backbone.state_dict()[key], value, rtol=0, atol=0)
     AtomParams(**model.tracker_params)  # valid tracker settings
-
-
-def test_shipping_the_default_model_keeps_other_studies_weight_records():
-    from ebmtrack.studies.default_model import keep_other_files
-
-    fresh = (
-        "# Weights\n\n| file | size | sha256 |\n|---|---|---|\n| `a.st` | 1 | `x` |\n\n"
-        "## `a.st`: new\n"
-    )
-    previous = (
-        "# Weights\n\n| file | size | sha256 |\n|---|---|---|\n| `a.st` | 1 | `old` |\n"
-        "| `b.st` | 2 | `y` |\n\n## `a.st`: stale\n\nold text\n\n## `b.st`: other study\n\nkept\n"
-    )
-    merged = keep_other_files(fresh, previous, ["a.st"])
-    assert "| `b.st` | 2 | `y` |" in merged and "## `b.st`: other study\n\nkept" in merged
-    assert "stale" not in merged and "`old`" not in merged and "## `a.st`: new" in merged
-    assert merged.index("| `b.st`") < merged.index("## `a.st`")  # the row joins the table

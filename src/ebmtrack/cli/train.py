@@ -44,7 +44,7 @@ def add_parser(subparsers) -> None:
         "generated sequences, 2 CPU cores), pack-stream (the same head on the whole pack, "
         "every sample a fresh pair with worker-made int8 features: the long run), dimp-pack-cpu "
         "(DiMP's target classifier, same data), default-cpu and dimp-cpu (the same two on "
-        "../shared/data/sequences: how the shipped heads were first made)",
+        "../shared/data/sequences: the recipes of the shipped heads)",
     )
     parser.add_argument("--config", type=Path, help="YAML/JSON file of config values to apply")
     parser.add_argument(

@@ -226,7 +226,7 @@ class VideoWriter:
         self.close()
 
 
-Mp4Writer = VideoWriter  # the name the demo and earlier code use
+Mp4Writer = VideoWriter  # the name the demo uses
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ Each frame a tracker hands what it already computed (the classifier's score map 
 localisation, the scale search's peaks, the box head's value) to a :class:`ConfidenceEstimator`,
 which turns them into a few named features (:func:`frame_features`, :data:`FEATURES`) and maps
 them through a :class:`~ebmtrack.tracking.calibrator.Calibrator` (a logistic regression, possibly
-followed by an isotonic map) fitted on training data (``python -m ebmtrack.studies.confidence``).
+followed by an isotonic map) fitted on training data (``python studies/confidence.py``).
 The result is :attr:`ebmtrack.tracking.base.TrackResult.confidence`; without a calibrator it is
 NaN. Nothing here changes what the tracker does.
 

@@ -106,7 +106,7 @@ def pack_box_head(backbone: str = "mobilenetv2") -> Path | None:
 
 CONFIDENCE_CALIBRATORS = "confidence_mobilenetv2.json"
 CONFIDENCE_SHA256 = "b8ea106284741049b9de853df5f6e0560224b0972706e534140e3abbeca7a8fe"
-"""sha256 of the shipped calibrator file (``python -m ebmtrack.studies.confidence fit`` prints
+"""sha256 of the shipped calibrator file (``python studies/confidence.py fit`` prints
 it); the file is refused when it differs."""
 
 

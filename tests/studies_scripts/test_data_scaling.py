@@ -2,8 +2,7 @@ import json
 
 import numpy as np
 import pytest
-
-from ebmtrack.studies.data_scaling import LEVELS, finished_rows, level_config, write_report
+from data_scaling import LEVELS, finished_rows, level_config, write_report
 
 
 def test_slices_are_nested_and_each_keeps_the_held_out_tracks_out(tmp_path):
@@ -60,7 +59,7 @@ def test_level_e_is_slice_d_with_each_of_4x_the_pairs_visited_once(tmp_path):
 
 
 def test_seeds_are_the_trackers_own_and_seed_0_resumes_the_default_folder(tmp_path, monkeypatch):
-    from ebmtrack.studies import data_scaling
+    import data_scaling
 
     calls = []
 

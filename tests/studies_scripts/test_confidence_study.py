@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+from confidence import _save_npz, collect_sequence, fit_all, is_held_out
 
 from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequence
-from ebmtrack.studies.confidence import _save_npz, collect_sequence, fit_all, is_held_out
 from ebmtrack.tracking.base import TrackResult
 from ebmtrack.tracking.confidence import FEATURES
 

@@ -18,7 +18,7 @@ compared on the held-out sequences of the preset's fold in three ways:
 
 The reference is the untrained head (the seeded initialisation every run starts from). Run::
 
-    python -m ebmtrack.studies.default_model --out runs/default-model
+    python studies/default_model.py --out runs/default-model
 
 Training runs are resumable (``OUT/<loss>/``) and share one feature cache (``OUT/features``);
 finished runs are only evaluated. Writes ``OUT/comparison.md`` and ``OUT/comparison.json``.
@@ -34,6 +34,12 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
+from refinement import (
+    RefinementConfig,
+    paired_difference,
+    refinement_samples,
+    refinement_scores,
+)
 
 from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.data.datasets.sequence import select
@@ -42,28 +48,6 @@ from ebmtrack.models.serialization import load_model
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.training.box_regression import BoxLossConfig
 from ebmtrack.training.experiment import IoUNetExperiment, preset_config, run_experiment
-
-from .refinement import (
-    RefinementConfig,
-    RefinementSamples,
-    paired_difference,
-    perturb_box,
-    refinement_samples,
-    refinement_scores,
-)
-
-__all__ = [  # the refinement helpers stay importable from here, where they were first
-    "RefinementConfig",
-    "RefinementSamples",
-    "best_row",
-    "main",
-    "paired_difference",
-    "perturb_box",
-    "refinement_samples",
-    "refinement_scores",
-    "run_study",
-    "ship_weights",
-]
 
 LOSSES = ("mse", "nce+", "kld-is")
 PRESET = "default-cpu"
@@ -307,7 +291,7 @@ def weights_readme(shipped: dict) -> str:
 
 ## `{shipped["iou_net"]}`: ATOM's IoU-Net for MobileNetV2
 
-- Trained with the **{shipped["loss"]}** loss by `python -m ebmtrack.studies.default_model --out
+- Trained with the **{shipped["loss"]}** loss by `python studies/default_model.py --out
   runs/default-model --ship src/ebmtrack/weights`, which runs `ebmtrack train --preset
   default-cpu --loss LOSS` for each compared loss (MSE, NCE+, KLD-IS where it finished) and ships
   the head that refines boxes best on the held-out sequences; the comparison is in

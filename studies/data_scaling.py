@@ -4,7 +4,8 @@ ATOM's IoU-Net (the ``pack-cpu`` recipe: frozen ImageNet MobileNetV2, half-width
 features, 4 epochs of 2048 pairs) is trained on four nested slices of the training pack, with
 each box loss, then the ``atom`` tracker runs with each head:
 
-- ``a``: 8 of the pack's tracks (as many objects as the heads trained before the pack existed);
+- ``a``: 8 of the pack's tracks (as many objects as the 8 training sequences of the
+  ``default-cpu`` preset);
 - ``b``: all of its training tracks;
 - ``c``: + coco128's objects (as stills and as targets of generated sequences);
 - ``d``: + Tiny ImageNet's objects as targets of generated sequences (the ``pack-cpu`` preset);
@@ -17,7 +18,7 @@ Every slice keeps the pack's held-out tracks out of training. The tracker settin
 ``--seeds`` tracker seeds each (the trackers' own ``seed``: their augmentation, proposals and
 noise). Run::
 
-    python -m ebmtrack.studies.data_scaling --out runs/data-scaling
+    python studies/data_scaling.py --out runs/data-scaling
 
 Everything is resumable: finished trainings are not rerun (``OUT/LEVEL/LOSS/``, one feature cache
 per slice in ``OUT/features-LEVEL``) and finished tracking runs are skipped

@@ -4,10 +4,10 @@ import json
 from pathlib import Path
 
 import cv2
+import long_term
 import numpy as np
 import pytest
 
-from ebmtrack.studies import long_term
 from ebmtrack.tracking.base import TrackResult, TrackStatus
 from ebmtrack.tracking.registry import TRACKERS, register_tracker
 

@@ -3,17 +3,13 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
+import box_regression as study
+import box_regression_report as study_report
+import box_regression_runs as study_runs
 import numpy as np
 import pytest
 import torch
-from torch import nn
-
-from ebmtrack.data.datasets.sequence import Sequence
-from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
-from ebmtrack.models.serialization import load_model, save_model
-from ebmtrack.ops.boxes import iou_xywh
-from ebmtrack.studies import box_regression as study
-from ebmtrack.studies.refinement import (
+from refinement import (
     RefinementConfig,
     RefinementSamples,
     ebm_refine,
@@ -21,6 +17,12 @@ from ebmtrack.studies.refinement import (
     perturb_box_to_iou,
     refinement_frames,
 )
+from torch import nn
+
+from ebmtrack.data.datasets.sequence import Sequence
+from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
+from ebmtrack.models.serialization import load_model, save_model
+from ebmtrack.ops.boxes import iou_xywh
 from ebmtrack.training.box_regression import BoxLossConfig
 from ebmtrack.training.experiment import (
     DEFAULT_HOLDOUT,
@@ -99,13 +101,13 @@ def test_algorithm_s1_on_an_energy_with_the_truth_as_optimum_improves_every_box(
 
 
 def test_the_runs_cover_table_2_and_figure_3():
-    config = study.StudyConfig()
-    runs = study.run_losses(config)
-    assert set(study.TABLE_METHODS) <= set(runs)
+    config = study_runs.StudyConfig()
+    runs = study_runs.run_losses(config)
+    assert set(study_runs.TABLE_METHODS) <= set(runs)
     assert [runs[f"ml-mcmc-{n}"].params["num_steps"] for n in (1, 4, 8)] == [1, 4, 8]
-    for loss in study.CURVE_LOSSES:
-        for samples in study.CURVE_SAMPLES:
-            name = study.curve_run(loss, samples)
+    for loss in study_runs.CURVE_LOSSES:
+        for samples in study_runs.CURVE_SAMPLES:
+            name = study_runs.curve_run(loss, samples)
             assert runs[name].name == loss and runs[name].params["num_samples"] == samples
 
 
@@ -116,34 +118,38 @@ def test_training_skips_finished_and_failed_runs(tmp_path, monkeypatch):
         calls.append(run_dir.name)
         raise NonFiniteLossError("the loss became nan")
 
-    monkeypatch.setattr(study, "run_experiment", diverging)
-    mse = study.experiment_config("mse", BoxLossConfig("mse"), study.StudyConfig(), tmp_path)
+    monkeypatch.setattr(study_runs, "run_experiment", diverging)
+    mse = study_runs.experiment_config(
+        "mse", BoxLossConfig("mse"), study_runs.StudyConfig(), tmp_path
+    )
     (tmp_path / "done").mkdir()
     (tmp_path / "done" / IoUNetExperiment.model_file).write_bytes(b"")
-    assert study.train_run("done", mse, tmp_path / "done") == "skipped"
-    assert study.train_run("bad", mse, tmp_path / "bad") == "failed"
-    assert "nan" in json.loads((tmp_path / "bad" / study.FAILED_FILE).read_text())["error"]
-    assert study.train_run("bad", mse, tmp_path / "bad") == "skipped"  # the failure is a result
+    assert study_runs.train_run("done", mse, tmp_path / "done") == "skipped"
+    assert study_runs.train_run("bad", mse, tmp_path / "bad") == "failed"
+    assert "nan" in json.loads((tmp_path / "bad" / study_runs.FAILED_FILE).read_text())["error"]
+    assert (
+        study_runs.train_run("bad", mse, tmp_path / "bad") == "skipped"
+    )  # the failure is a result
     assert calls == ["bad"]
     # A run that a live process holds is left to it; a dead owner's lock is taken over.
     (tmp_path / "held").mkdir()
     (tmp_path / "held" / "train.lock").write_text(str(os.getpid()))
-    assert study.train_run("held", mse, tmp_path / "held") == "busy"
+    assert study_runs.train_run("held", mse, tmp_path / "held") == "busy"
     (tmp_path / "held" / "train.lock").write_text("999999999")
-    assert study.train_run("held", mse, tmp_path / "held") == "failed"
+    assert study_runs.train_run("held", mse, tmp_path / "held") == "failed"
     assert not (tmp_path / "held" / "train.lock").exists() and calls == ["bad", "held"]
     # Any other error is reported and not recorded: the next call tries again.
 
     def broken(config, run_dir, resume):
         raise RuntimeError("no double backward")
 
-    monkeypatch.setattr(study, "run_experiment", broken)
-    assert study.train_run("dsm", mse, tmp_path / "dsm").startswith("error (no double")
-    assert not (tmp_path / "dsm" / study.FAILED_FILE).exists()
+    monkeypatch.setattr(study_runs, "run_experiment", broken)
+    assert study_runs.train_run("dsm", mse, tmp_path / "dsm").startswith("error (no double")
+    assert not (tmp_path / "dsm" / study_runs.FAILED_FILE).exists()
 
 
 def test_evaluation_resumes_and_the_report_holds_the_key_differences(tmp_path, monkeypatch):
-    config = study.StudyConfig()
+    config = study_runs.StudyConfig()
     rng = np.random.default_rng(0)
 
     def fake_result(name):
@@ -169,10 +175,10 @@ def test_evaluation_resumes_and_the_report_holds_the_key_differences(tmp_path, m
         if name == "untrained":
             result["start"] = {"iou_after": 0.7, "above_50": 1.0, "above_75": 0.375}
         if name != "nce":  # nce is trained but not yet evaluated
-            (tmp_path / name / study.RESULT_FILE).write_text(json.dumps(result))
+            (tmp_path / name / study_runs.RESULT_FILE).write_text(json.dumps(result))
         save_model(head, tmp_path / name / IoUNetExperiment.model_file)
     (tmp_path / "curve-kld-is-m1").mkdir()
-    (tmp_path / "curve-kld-is-m1" / study.FAILED_FILE).write_text(json.dumps({"error": "nan"}))
+    (tmp_path / "curve-kld-is-m1" / study_runs.FAILED_FILE).write_text(json.dumps({"error": "nan"}))
     (tmp_path / "timing.json").write_text(json.dumps({"ml-is": 1.0, "nce": 1.1}))
     evaluated = []
 
@@ -199,25 +205,25 @@ def test_evaluation_resumes_and_the_report_holds_the_key_differences(tmp_path, m
 
 
 def test_every_run_is_trained_once_per_seed_with_its_seed(monkeypatch, tmp_path):
-    config = study.StudyConfig(seeds=(1, 2))
-    runs = study.run_losses(config)
-    one_seed = study.run_losses(study.StudyConfig())
+    config = study_runs.StudyConfig(seeds=(1, 2))
+    runs = study_runs.run_losses(config)
+    one_seed = study_runs.run_losses(study_runs.StudyConfig())
     assert len(runs) == 2 * len(one_seed) and set(one_seed) <= set(runs)
     assert runs["nce+-seed2"] == runs["nce+"] and "curve-kld-is-m4-seed2" in runs
-    assert study.split_run("curve-nce+-m1-seed2") == ("curve-nce+-m1", 2)
-    assert study.split_run("ml-mcmc-8") == ("ml-mcmc-8", 1)
+    assert study_runs.split_run("curve-nce+-m1-seed2") == ("curve-nce+-m1", 2)
+    assert study_runs.split_run("ml-mcmc-8") == ("ml-mcmc-8", 1)
     for name in ("nce+", "nce+-seed2", "curve-nce+-m1-seed2"):
-        trainer = study.experiment_config(name, runs[name], config, tmp_path).trainer
-        assert trainer.seed == study.split_run(name)[1]
+        trainer = study_runs.experiment_config(name, runs[name], config, tmp_path).trainer
+        assert trainer.seed == study_runs.split_run(name)[1]
         assert trainer.samples_per_epoch == (1024 if name.startswith("curve") else 2048)
     trained = []
     monkeypatch.setattr(study, "train_run", lambda name, exp, d: trained.append(name) or "done")
     study.run_study(tmp_path, config, only=("nce+", "mse-seed2"), evaluate=False)
     assert trained == ["nce+", "nce+-seed2", "mse-seed2"]  # a method's name: all its seeds
     with pytest.raises(ValueError, match="seeds"):
-        study.StudyConfig(seeds=(1, 1))
+        study_runs.StudyConfig(seeds=(1, 1))
     with pytest.raises(ValueError, match="seeds"):
-        study.StudyConfig(seeds=())
+        study_runs.StudyConfig(seeds=())
 
 
 def test_bad_seeds_option_is_refused_in_one_line(capsys, tmp_path):
@@ -241,7 +247,7 @@ def _seed_row(ious_per_sequence):
 def test_seed_summary_averages_sequence_means_with_spreads_over_seeds_and_sequences():
     # Sequence a has 1 box, b has 3: a mean over sequences, not over boxes (that would be 0.675).
     first = {1: _seed_row([[0.9], [0.5, 0.6, 0.7]]), 2: _seed_row([[0.7], [0.6, 0.6, 0.6]])}
-    summary = study.seed_summary([*first.values(), {"failed": "nan"}])
+    summary = study_report.seed_summary([*first.values(), {"failed": "nan"}])
     assert summary["per_seed"] == pytest.approx([0.75, 0.65])
     assert summary["mean"] == pytest.approx(0.70)
     assert summary["std_over_seeds"] == pytest.approx(0.1 / np.sqrt(2))
@@ -249,15 +255,17 @@ def test_seed_summary_averages_sequence_means_with_spreads_over_seeds_and_sequen
     assert summary["se_over_sequences"] == pytest.approx(0.1)  # std(0.8, 0.6) / sqrt(2)
     assert summary["num_seeds"] == 2 and summary["failed_seeds"] == 1
     second = {1: _seed_row([[0.8], [0.5, 0.5, 0.5]]), 2: _seed_row([[0.6], [0.6, 0.6, 0.6]])}
-    diff = study.seed_difference(first, second)
+    diff = study_report.seed_difference(first, second)
     assert diff["mean"] == pytest.approx(0.075)  # per seed: 0.1, 0.05
     assert diff["std_over_seeds"] == pytest.approx(0.05 / np.sqrt(2))
     assert diff["se_over_sequences"] == pytest.approx(0.025)  # per sequence: 0.1, 0.05
     # one seed: no spread over seeds; no common seed: nothing
-    alone = study.seed_summary([first[1]])
+    alone = study_report.seed_summary([first[1]])
     assert alone["std_over_seeds"] is None and alone["mean"] == pytest.approx(0.75)
-    assert study.seed_difference({1: first[1]}, {2: second[2]}) == {}
-    assert study.seed_summary([{"iou_after": 0.7, "ious_after": [0.7]}]) == {}  # no sequences
+    assert study_report.seed_difference({1: first[1]}, {2: second[2]}) == {}
+    assert (
+        study_report.seed_summary([{"iou_after": 0.7, "ious_after": [0.7]}]) == {}
+    )  # no sequences
 
 
 def test_evaluation_records_sequences_and_the_report_covers_the_seeds(tmp_path):
@@ -267,7 +275,7 @@ def test_evaluation_records_sequences_and_the_report_covers_the_seeds(tmp_path):
         RefinementSamples(name, [None, None], None, [t, None], s, t)
         for name, s, t in zip(("a", "b"), starts, truths)
     ]
-    config = study.StudyConfig(seeds=(1, 3), step_lengths=(1e-12, 0.1))
+    config = study_runs.StudyConfig(seeds=(1, 3), step_lengths=(1e-12, 0.1))
     result = study.evaluate_head(QuadraticBoxEnergy(), {"tuning": sets, "test": sets}, config)
     assert result["sequences"] == ["a", "b"] and result["sequence_boxes"] == [2, 3]
     assert result["step_length"] == 0.1 and len(result["ious_after"]) == 5
@@ -279,12 +287,12 @@ def test_evaluation_records_sequences_and_the_report_covers_the_seeds(tmp_path):
     }
     for name, row in rows.items():
         (tmp_path / name).mkdir()
-        (tmp_path / name / study.RESULT_FILE).write_text(
+        (tmp_path / name / study_runs.RESULT_FILE).write_text(
             json.dumps(
                 {**row, "improved": 0.5, "step_length": 1e-3, "above_50": 1.0, "above_75": 0.5}
             )  # fmt: skip
         )
-    record = study.write_report(tmp_path, config)
+    record = study_report.write_report(tmp_path, config)
     assert record["over_seeds"]["nce+"]["mean"] == pytest.approx(0.75)
     assert record["over_seeds"]["nce+"]["std_over_seeds"] == pytest.approx(0.0)
     assert record["over_seeds"]["kld-is"]["per_seed"][1] == pytest.approx(
@@ -317,31 +325,35 @@ def test_other_seeds_train_on_the_data_seeds_cache_without_rebuilding_it(tmp_pat
     features = tmp_path / "features"
     run_experiment(_smoke(1, features), tmp_path / "one")
     chunks = {p: p.stat().st_mtime_ns for p in features.rglob("*.safetensors")}
-    assert study.stale_chunks(_smoke(2, features)) == []  # checked against the data seed's key
-    assert len(study.stale_chunks(_smoke(2, features), data_seed=2)) == len(chunks)
-    study.train_on_shared_cache(_smoke(2, features), tmp_path / "two", data_seed=1)
+    assert study_runs.stale_chunks(_smoke(2, features)) == []  # checked against the data seed's key
+    assert len(study_runs.stale_chunks(_smoke(2, features), data_seed=2)) == len(chunks)
+    study_runs.train_on_shared_cache(_smoke(2, features), tmp_path / "two", data_seed=1)
     assert {p: p.stat().st_mtime_ns for p in features.rglob("*.safetensors")} == chunks
-    assert json.loads((tmp_path / "two" / study.DATA_SEED_FILE).read_text())["data_seed"] == 1
+    assert json.loads((tmp_path / "two" / study_runs.DATA_SEED_FILE).read_text())["data_seed"] == 1
     assert "seed: 2" in (tmp_path / "two" / "config.yaml").read_text()
     one, two = _weights(tmp_path / "one"), _weights(tmp_path / "two")
     assert any(not torch.equal(one[k], two[k]) for k in one)  # another initialisation and draws
     # With the data seed itself it trains the same head as run_experiment.
-    study.train_on_shared_cache(_smoke(1, features), tmp_path / "again", data_seed=1)
+    study_runs.train_on_shared_cache(_smoke(1, features), tmp_path / "again", data_seed=1)
     again = _weights(tmp_path / "again")
     assert all(torch.equal(one[k], again[k]) for k in one)
 
 
 def test_train_run_sends_other_seeds_to_the_shared_cache(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(study, "run_experiment", lambda c, d, resume: calls.append(("run", d.name)))
     monkeypatch.setattr(
-        study, "train_on_shared_cache", lambda c, d, seed: calls.append(("shared", d.name, seed))
+        study_runs, "run_experiment", lambda c, d, resume: calls.append(("run", d.name))
     )
-    config = study.StudyConfig(seeds=(1, 2))
+    monkeypatch.setattr(
+        study_runs,
+        "train_on_shared_cache",
+        lambda c, d, seed: calls.append(("shared", d.name, seed)),
+    )
+    config = study_runs.StudyConfig(seeds=(1, 2))
     for name in ("nce+", "nce+-seed2"):
-        experiment = study.experiment_config(name, BoxLossConfig("nce+"), config, tmp_path)
-        assert study.train_run(name, experiment, tmp_path / name) == "done"
-    assert calls == [("run", "nce+"), ("shared", "nce+-seed2", study.DATA_SEED)]
+        experiment = study_runs.experiment_config(name, BoxLossConfig("nce+"), config, tmp_path)
+        assert study_runs.train_run(name, experiment, tmp_path / name) == "done"
+    assert calls == [("run", "nce+"), ("shared", "nce+-seed2", study_runs.DATA_SEED)]
 
 
 def test_a_linked_feature_cache_is_read_but_never_written(tmp_path):
@@ -353,10 +365,10 @@ def test_a_linked_feature_cache_is_read_but_never_written(tmp_path):
     folder = tmp_path / "out" / "features"
     (folder / "train").mkdir(parents=True)
     (folder / "train" / "chunk-00001.safetensors").write_bytes(b"made here")
-    assert study.link_features(source, folder) == 1  # a file of the folder is kept
+    assert study_runs.link_features(source, folder) == 1  # a file of the folder is kept
     link = folder / "train" / "chunk-00000.safetensors"
     assert link.is_symlink() and link.resolve() == (source / "train" / link.name).resolve()
-    assert study.link_features(source, folder) == 0
+    assert study_runs.link_features(source, folder) == 0
     before = {p.name: p.read_bytes() for p in (source / "train").iterdir()}
     # A run that finds the chunks stale rebuilds them in the folder, replacing the links.
     build_chunked_cache(4, encode, folder / "train", "new", chunk_size=2, progress=False)
@@ -367,18 +379,18 @@ def test_a_linked_feature_cache_is_read_but_never_written(tmp_path):
 def test_pack_preset_tunes_on_the_pack_holdout_and_tests_on_every_test_sequence(
     tmp_path, monkeypatch
 ):
-    config = study.StudyConfig()
+    config = study_runs.StudyConfig()
     assert config.preset == "pack-cpu" and config.frames_per_sequence == 15
-    assert study.StudyConfig(preset="default-cpu").frames_per_sequence == 40
+    assert study_runs.StudyConfig(preset="default-cpu").frames_per_sequence == 40
     with pytest.raises(ValueError, match="preset"):
-        study.StudyConfig(preset="atom-r18")
+        study_runs.StudyConfig(preset="atom-r18")
     pack_tracks = str(Path(preset_config("pack-cpu").data.pack) / "sequences")
     test_folder = str(tmp_path / "test")
     sources = study.evaluation_sources(config, test_folder)
     assert sources == {"test": (test_folder, None), "tuning": (pack_tracks, list(PACK_HOLDOUT))}
     with pytest.raises(ValueError, match="training pack"):
         study.evaluation_sources(config, pack_tracks)
-    old = study.evaluation_sources(study.StudyConfig(preset="default-cpu"), test_folder)
+    old = study.evaluation_sources(study_runs.StudyConfig(preset="default-cpu"), test_folder)
     assert old["test"] == old["tuning"] == (test_folder, list(DEFAULT_HOLDOUT))
 
     names = {test_folder: ["Car1", "Woman"], pack_tracks: [*PACK_HOLDOUT, "bike1"]}
@@ -410,12 +422,12 @@ def test_pack_preset_tunes_on_the_pack_holdout_and_tests_on_every_test_sequence(
     assert sorted(loaded) == sorted([test_folder, pack_tracks])
     study.prepare_samples(tmp_path, config, test_folder)  # stored: nothing read again
     assert len(loaded) == 2
-    study.prepare_samples(tmp_path, study.StudyConfig(frames_per_sequence=5), test_folder)
+    study.prepare_samples(tmp_path, study_runs.StudyConfig(frames_per_sequence=5), test_folder)
     assert len(loaded) == 4  # another protocol: built again
 
 
 def test_the_report_compares_with_the_top_group_and_the_start_boxes(tmp_path):
-    config = study.StudyConfig(seeds=(1, 2))
+    config = study_runs.StudyConfig(seeds=(1, 2))
     rng = np.random.default_rng(3)
     starts = [[0.6, 0.7], [0.8, 0.5, 0.6]]
     (tmp_path / "untrained").mkdir()
@@ -426,18 +438,18 @@ def test_the_report_compares_with_the_top_group_and_the_start_boxes(tmp_path):
         num_boxes=5,
         start=_seed_row(starts) | {"above_50": 1.0, "above_75": 0.2},
     )
-    (tmp_path / "untrained" / study.RESULT_FILE).write_text(json.dumps(untrained))
+    (tmp_path / "untrained" / study_runs.RESULT_FILE).write_text(json.dumps(untrained))
     rows = {}
-    for method in (*study.TOP_GROUP, "dsm", "mse"):
+    for method in (*study_runs.TOP_GROUP, "dsm", "mse"):
         for seed in config.seeds:
-            name = study.seeded_run(method, seed)
+            name = study_runs.seeded_run(method, seed)
             rows[name] = _seed_row([rng.uniform(0.5, 0.9, 2).tolist(), rng.uniform(0.5, 0.9, 3)])
             rows[name]["ious_after"] = [float(v) for v in rows[name]["ious_after"]]
             if method == "mse":  # with ATOM's ascent too
                 rows[name]["atom"] = {"ious_after": [0.8] * 5, "iou_after": 0.8, "improved": 1.0}
                 rows[name]["atom"].update(above_50=1.0, above_75=1.0)
             (tmp_path / name).mkdir()
-            (tmp_path / name / study.RESULT_FILE).write_text(
+            (tmp_path / name / study_runs.RESULT_FILE).write_text(
                 json.dumps(
                     {
                         **rows[name],
@@ -448,16 +460,18 @@ def test_the_report_compares_with_the_top_group_and_the_start_boxes(tmp_path):
                     }
                 )  # fmt: skip
             )
-    record = study.write_report(tmp_path, config)
-    top = [np.mean([rows[study.seeded_run(m, s)]["ious_after"] for m in study.TOP_GROUP], axis=0)
-           for s in config.seeds]  # fmt: skip
+    record = study_report.write_report(tmp_path, config)
+    top = [
+        np.mean([rows[study_runs.seeded_run(m, s)]["ious_after"] for m in study_runs.TOP_GROUP], 0)
+        for s in config.seeds
+    ]
     sequence_mean = lambda ious: np.mean([np.mean(ious[:2]), np.mean(ious[2:])])  # noqa: E731
     assert record["over_seeds"]["top-4"]["per_seed"] == pytest.approx(
         [sequence_mean(t) for t in top]
     )
     start = sequence_mean(sum(starts, []))
     assert record["over_seeds"]["start"]["mean"] == pytest.approx(start)
-    dsm = [sequence_mean(rows[study.seeded_run("dsm", s)]["ious_after"]) for s in config.seeds]
+    dsm = [sequence_mean(rows[study_runs.seeded_run("dsm", s)]["ious_after"]) for s in config.seeds]
     assert record["over_seeds_differences"]["dsm - start"]["mean"] == pytest.approx(
         np.mean(dsm) - start
     )

@@ -2,9 +2,9 @@
 
 Three steps, each resumable (finished pieces are kept in ``OUT`` and skipped)::
 
-    python -m ebmtrack.studies.confidence collect --out runs/confidence --seeds 0,1
-    python -m ebmtrack.studies.confidence fit --out runs/confidence --ship src/ebmtrack/weights
-    python -m ebmtrack.studies.confidence report --out runs/confidence --eval runs/confidence-test-*
+    python studies/confidence.py collect --out runs/confidence --seeds 0,1
+    python studies/confidence.py fit --out runs/confidence --ship src/ebmtrack/weights
+    python studies/confidence.py report --out runs/confidence --eval runs/confidence-test-*
 
 ``collect`` tracks the **training** sequences only (:func:`training_sets`: the training pack's
 clips of 50 consecutive frames, its tracks of 30 frames spread over each video, and generated
@@ -52,7 +52,7 @@ __all__ = [
     "wrong_on_target",
 ]
 
-TRAIN = Path(__file__).resolve().parents[4] / "shared" / "data" / "train"
+TRAIN = Path(__file__).resolve().parents[2] / "shared" / "data" / "train"
 GENERATED_SEED = 2031
 OURS = ("atom", "dimp-nce+")
 

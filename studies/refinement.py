@@ -8,8 +8,8 @@ direction scaled to an IoU with the truth drawn uniformly from a range, like a d
 (:func:`perturb_box_to_iou`). Two ways to refine: the tracker's box estimation (:func:`refine`:
 random proposals, ATOM's gradient ascent, mean of the best three) and the BMVC 2020 paper's
 prediction (:func:`ebm_refine`: Algorithm S1 from the box alone, in the EBM's box
-parametrisation). Used by :mod:`ebmtrack.studies.default_model` and
-:mod:`ebmtrack.studies.box_regression`.
+parametrisation). Used by ``default_model.py`` and
+``box_regression.py``.
 """
 
 from __future__ import annotations

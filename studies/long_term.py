@@ -14,9 +14,9 @@ scores, statuses, seconds per frame), so an interrupted study resumes. ``OUT/SET
 the scores (:mod:`ebmtrack.evaluation.longterm`; the ordinary set also the OTB AUC of
 :mod:`ebmtrack.evaluation.scoring`) and ``OUT/SET.md`` the table. Run::
 
-    python -m ebmtrack.studies.long_term --out runs/long-term --set train --trackers atom-lt \
+    python studies/long_term.py --out runs/long-term --set train --trackers atom-lt \
         --setting redetect_threshold=0.3 --setting redetect_threshold=0.5
-    python -m ebmtrack.studies.long_term --out runs/long-term --set test --seeds 0,1,2 \
+    python studies/long_term.py --out runs/long-term --set test --seeds 0,1,2 \
         --plot docs/results/figures/long-term/f-score.png
 """
 

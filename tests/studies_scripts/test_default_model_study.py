@@ -1,0 +1,48 @@
+"""The default-model study (``studies/default_model.py``): its refinement test of a head and the
+weights record it writes when it ships a head."""
+
+import numpy as np
+import pytest
+import torch
+from default_model import keep_other_files
+from refinement import RefinementSamples, perturb_box, refinement_scores
+
+from ebmtrack.tracking.atom.params import AtomParams
+from ebmtrack.training.experiment import preset_config
+
+
+def test_refinement_without_proposals_or_steps_keeps_the_start_box():
+    params = AtomParams(num_random_proposals=0, iou_steps=0, iou_top_k=1)
+    config = preset_config("synthetic-smoke")
+    config.feature_cache.enabled = True
+    module = config.build_module()
+    rng = np.random.default_rng(0)
+    truth = np.array([30.0, 28.0, 24.0, 30.0])
+    starts = np.stack([perturb_box(truth, 0.1, 0.15, rng) for _ in range(3)])
+    feats = module.features(torch.rand(4, 3, 96, 96) * 255)
+    samples = RefinementSamples(
+        "x",
+        [f[:1] for f in feats],
+        torch.tensor([[36.0, 36.0, 24.0, 24.0]]),
+        [f[1:] for f in feats],
+        torch.as_tensor(starts, dtype=torch.float32),
+        torch.as_tensor(truth, dtype=torch.float32).expand(3, 4),
+    )
+    scores = refinement_scores(module.iou_net, [samples], params)
+    assert scores["iou_after"] == pytest.approx(scores["iou_before"])
+    assert scores["improved"] == 0.0 and scores["num_boxes"] == 3
+
+
+def test_shipping_the_default_model_keeps_other_studies_weight_records():
+    fresh = (
+        "# Weights\n\n| file | size | sha256 |\n|---|---|---|\n| `a.st` | 1 | `x` |\n\n"
+        "## `a.st`: new\n"
+    )
+    previous = (
+        "# Weights\n\n| file | size | sha256 |\n|---|---|---|\n| `a.st` | 1 | `old` |\n"
+        "| `b.st` | 2 | `y` |\n\n## `a.st`: stale\n\nold text\n\n## `b.st`: other study\n\nkept\n"
+    )
+    merged = keep_other_files(fresh, previous, ["a.st"])
+    assert "| `b.st` | 2 | `y` |" in merged and "## `b.st`: other study\n\nkept" in merged
+    assert "stale" not in merged and "`old`" not in merged and "## `a.st`: new" in merged
+    assert merged.index("| `b.st`") < merged.index("## `a.st`")  # the row joins the table
