@@ -55,8 +55,8 @@ SHIPPED_HEAD = "iou_net_mobilenetv2.safetensors"
 SHIPPED_BACKBONE = "mobilenetv2_imagenet.safetensors.gz"
 SHIPPED_RECORD = "default_model.json"
 ASCENT_SETTINGS: dict[str, dict[str, float | int]] = {
-    "atom": {"iou_step_length": 1.0, "iou_steps": 5},
-    "dimp": {"iou_step_length": 2.5e-3, "iou_steps": 10},
+    "atom": {"box_step_length": 1.0, "box_steps": 5},
+    "dimp": {"box_step_length": 2.5e-3, "box_steps": 10},
 }
 """Gradient-ascent settings of box estimation: ATOM's (steps of 1 x gradient x box size, 5 steps)
 and the one the reference DiMP-NCE+ / PrDiMP trackers use for heads trained as EBMs (2.5e-3 in

@@ -220,9 +220,9 @@ def refine(
             generator,
         )
         boxes, scores = ascend_iou(
-            iou_net, modulation, test, proposals, params.iou_steps, params.iou_step_length
+            iou_net, modulation, test, proposals, params.box_steps, params.box_step_length
         )
-        box = select_box(boxes, scores, params.iou_top_k, params.max_aspect_ratio)
+        box = select_box(boxes, scores, params.box_top_k, params.max_aspect_ratio)
         refined.append(start if box is None else box)
     return torch.stack(refined)
 

@@ -12,7 +12,7 @@ from ebmtrack.training.experiment import preset_config
 
 
 def test_refinement_without_proposals_or_steps_keeps_the_start_box():
-    params = AtomParams(num_random_proposals=0, iou_steps=0, iou_top_k=1)
+    params = AtomParams(num_random_proposals=0, box_steps=0, box_top_k=1)
     config = preset_config("synthetic-smoke")
     config.feature_cache.enabled = True
     module = config.build_module()
