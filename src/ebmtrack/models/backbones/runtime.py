@@ -73,8 +73,11 @@ def select_runtime(
 ) -> BackboneRuntime:
     """The runtime for a tracker's ``precision`` and ``backbone_runtime`` parameters.
 
-    ``precision``: ``float32``, ``bfloat16`` or ``auto`` (bfloat16 exactly on CPUs with native
-    bfloat16 instructions, :func:`~ebmtrack.models.precision.fast_dtype`).
+    ``precision``: ``float32``, ``bfloat16`` or ``auto``: float32 where the backbone runs in
+    int8 (below), else bfloat16 exactly on CPUs with native bfloat16 instructions
+    (:func:`~ebmtrack.models.precision.fast_dtype`). On such a CPU the int8 backbone with float32
+    products ran the default tracker at 31-32 FPS against 21-25 for eager bfloat16, at the same
+    accuracy (docs/results/speed.md), so ``auto`` is the fastest path on every CPU.
 
     ``runtime`` ``auto``: ONNX Runtime where it is installed, on the CPU in float32, else eager
     PyTorch (on a GPU, and in bfloat16, which ONNX Runtime's CPU kernels do not run). In ONNX
@@ -92,8 +95,12 @@ def select_runtime(
         raise ValueError(
             f"backbone_runtime must be one of {', '.join(BACKBONE_RUNTIMES)}, got {runtime!r}"
         )
-    dtype = resolve_precision(precision, device)
     on_cpu = torch.device(device).type == "cpu"
+    may_int8 = functools.cache(int8) if callable(int8) else lambda: int8  # asked once at most
+    if precision == "auto" and on_cpu and runtime in ("auto", "onnx-int8"):
+        if runtime == "onnx-int8" or (onnx_installed() and may_int8()):
+            return BackboneRuntime("onnx-int8", torch.float32)
+    dtype = resolve_precision(precision, device)
     if runtime == "onnx-int8":
         if not on_cpu:
             raise ValueError(
@@ -110,8 +117,7 @@ def select_runtime(
         return BackboneRuntime(runtime, dtype)
     if not (on_cpu and dtype == torch.float32 and onnx_installed()):
         return BackboneRuntime("torch", dtype)
-    allowed = int8() if callable(int8) else int8
-    return BackboneRuntime("onnx-int8" if allowed else "onnx", dtype)
+    return BackboneRuntime("onnx-int8" if may_int8() else "onnx", dtype)
 
 
 def feature_extractor(

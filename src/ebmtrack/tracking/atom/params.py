@@ -26,9 +26,11 @@ class AtomParams(SearchRegionParams):
     Features:
         precision: dtype of the backbone (eager runtime) and of the filter update's matrix
             products: ``float32``, ``bfloat16`` (8 significant bits, float32 accumulation; the
-            heads and the optimisation stay float32) or ``auto``: bfloat16 exactly on CPUs with
-            native bfloat16 instructions, where it is 1.5x (backbone) to 3x (update) faster
-            (:func:`~ebmtrack.models.precision.fast_dtype`; docs/atom.md for its accuracy).
+            heads and the optimisation stay float32) or ``auto``: float32 where the backbone runs
+            in int8 (``backbone_runtime`` ``auto`` without a box head, or ``onnx-int8``), else
+            bfloat16 exactly on CPUs with native bfloat16 instructions, where it is 1.5x
+            (backbone) to 3x (update) faster
+            (:func:`~ebmtrack.models.backbones.runtime.select_runtime`; docs/atom.md).
 
     Classifier (eq. 2-3):
         projection_dim, filter_size, pelu_alpha, filter_reg, projection_reg: see
