@@ -1,23 +1,24 @@
 """Tracking speed of the default tracker on a quiet and on a busy CPU, in one run.
 
-Each configuration (precision x backbone runtime x threads; bfloat16 with eager PyTorch only,
-since ONNX Runtime runs the backbone in float32, or int8 with ``--runtimes ...,onnx-int8``
-in place of float32 only; float32 with eager PyTorch is the default
-tracker as it ran before ONNX Runtime became its float32 runtime) runs in a fresh Python
-process, built the way a user builds it (``ebmtrack.load_tracker("atom", threads=...,
-**params)``, so the package's own thread and wait-policy defaults apply), first "quiet" (no
-competitor of this script's: as quiet as the machine is), then "busy": while two competing
-busy processes (one pure-Python loop each, started by this script with its own priority and
-cores) run; they are stopped after each busy measurement. FPS counts ``initialize`` and
-every ``track`` call over the frames, which are decoded beforehand (decoding excluded); a
-first pass over a few frames warms up (ONNX export, allocator). The last column counts frames
-per second of CPU time the process used (``process_time``, all its threads, quiet phase):
-nearly blind to other jobs, and for one thread about the FPS it reaches with a core to itself.
-``--cli`` also times the whole ``ebmtrack track`` command (start-up, decoding and writing
-included) and ``--eval`` the whole ``ebmtrack eval`` (its worker process and scoring included)
-in each precision (``--option precision=...``), quiet and busy, on the sequence's first
-``--cli-frames`` frames (default all: a user tracks whole videos); ``--only-commands`` skips
-the in-process rows.
+Each configuration (``--configs``, pairs ``PRECISION:BACKBONE_RUNTIME``, default: ``auto:auto``,
+the default tracker as a user gets it; ``float32:auto``, what a CPU without native bfloat16 runs;
+``float32:onnx``, the float32 backbone in ONNX Runtime; ``bfloat16:torch``, eager bfloat16, on
+CPUs with native bfloat16 only) x threads runs in a fresh Python process, built the way a user
+builds it (``ebmtrack.load_tracker("atom", threads=..., **params)``, so the package's own thread
+and wait-policy defaults apply), first "quiet" (no competitor of this script's: as quiet as the
+machine is), then "busy": while two competing busy processes (one pure-Python loop each, started
+by this script with its own priority and cores) run; they are stopped after each busy
+measurement. FPS counts ``initialize`` and every ``track`` call over the frames, which are
+decoded beforehand (decoding excluded); a first pass over a few frames warms up (ONNX export,
+allocator). The last column counts frames per second of CPU time the process used
+(``process_time``, all its threads, quiet phase): nearly blind to other jobs, and for one
+thread about the FPS it reaches with a core to itself. The run ends with the speed goals of the
+default tracker with one thread: 30 FPS quiet with ``precision="auto"`` and in float32, and busy
+at least half of quiet. ``--cli`` also times the whole ``ebmtrack track`` command (start-up,
+decoding and writing included) and ``--eval`` the whole ``ebmtrack eval`` (its worker process
+and scoring included) in each configuration's precision (``--option precision=...``), quiet and
+busy, on the sequence's first ``--cli-frames`` frames (default all: a user tracks whole videos);
+``--only-commands`` skips the in-process rows.
 
     nice -n 5 .venv/bin/python benchmarks/bench_speed.py --frames 120
 
@@ -91,6 +92,28 @@ def load_frames(sequence: str, count: int):
     return [generated.frame(i) for i in range(count)], generated.init_box
 
 
+def speed_goals(rows: list[dict]) -> dict[str, bool]:
+    """The default tracker's speed goals, one thread, from this run's in-process rows."""
+    goals = {}
+    for precision, runtime in (("auto", "auto"), ("float32", "auto")):
+        row = next(
+            (
+                r
+                for r in rows
+                if r.get("precision") == precision
+                and r.get("backbone_runtime") == runtime
+                and r.get("threads") == 1
+            ),
+            None,
+        )
+        if row is None:
+            continue
+        quiet, busy = row["quiet"]["fps"], row["busy"]["fps"]
+        goals[f"precision={precision}: quiet {quiet:.1f} FPS >= 30"] = quiet >= 30
+        goals[f"precision={precision}: busy / quiet {busy / quiet:.2f} >= 0.5"] = busy >= quiet / 2
+    return goals
+
+
 def child(spec: dict) -> None:
     """Measure one configuration; print one JSON line."""
     import ebmtrack
@@ -116,6 +139,7 @@ def child(spec: dict) -> None:
         results[phase] = {"fps": len(frames) / wall, "cpu_fps": len(frames) / cpu, "load": load}
     results["torch_threads"] = torch.get_num_threads()
     results["runtime"] = tracker.backbone_runtime
+    results["dtype"] = str(tracker.dtype).replace("torch.", "")
     print("RESULT " + json.dumps(results), flush=True)
 
 
@@ -202,8 +226,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--sequence", default="Car1", help="a folder of ../shared/data/sequences")
     parser.add_argument("--threads", default="1,2", help="thread counts to measure")
-    parser.add_argument("--runtimes", default="torch,onnx", help="also: onnx-int8")
-    parser.add_argument("--precisions", default="float32,bfloat16", help="bfloat16: if native")
+    parser.add_argument(
+        "--configs",
+        default="auto:auto,float32:auto,float32:onnx,bfloat16:torch",
+        help="PRECISION:BACKBONE_RUNTIME pairs (bfloat16 only where native)",
+    )
     parser.add_argument("--cli", action="store_true", help="also time `ebmtrack track`")
     parser.add_argument(
         "--eval", action="store_true", help="also time `ebmtrack eval` on the sequence"
@@ -236,18 +263,16 @@ def main() -> None:
         f"{header['load_before']:.2f}; versions: {header['versions']}"
     )
     print(f"sequence {args.sequence}, {args.frames} frames (initialize + track), decoded before")
-    precisions = [
-        p for p in args.precisions.split(",") if p != "bfloat16" or header["native_bfloat16"]
+    pairs = [tuple(item.split(":", 1)) for item in args.configs.split(",") if item]
+    if not all(len(pair) == 2 for pair in pairs):
+        parser.error(f"--configs: PRECISION:RUNTIME pairs, got {args.configs!r}")
+    pairs = [p for p in pairs if p[0] != "bfloat16" or header["native_bfloat16"]]
+    precisions = list(dict.fromkeys(precision for precision, _ in pairs))
+    configs = [
+        (precision, threads, {"backbone_runtime": runtime})
+        for precision, runtime in pairs
+        for threads in (int(t) for t in args.threads.split(","))
     ]
-    configs = []
-    for precision in precisions:
-        for threads in (int(t) for t in args.threads.split(",")):
-            for runtime in args.runtimes.split(","):
-                if precision == "bfloat16" and runtime.startswith("onnx"):
-                    # ONNX Runtime's backbone runs float32 whatever the precision; its int8
-                    # model replaces the float32 backbone only (refused with bfloat16).
-                    continue
-                configs.append((precision, threads, {"backbone_runtime": runtime}))
     if args.only_commands:
         configs = []
     else:
@@ -271,7 +296,7 @@ def main() -> None:
         row = dict(precision=precision, threads=threads, **params, **result)
         rows.append(row)
         print(
-            f"| {precision} | {result['runtime']} | {threads} "
+            f"| {precision} ({result['dtype']}) | {result['runtime']} | {threads} "
             f"| {quiet['fps']:.1f} | {quiet['load']:.1f} | {busy['fps']:.1f} | {busy['load']:.1f} "
             f"| {busy['fps'] / quiet['fps']:.2f} | {quiet['cpu_fps']:.1f} |",
             flush=True,
@@ -295,8 +320,11 @@ def main() -> None:
                 f"| {busy['load']:.1f} | {busy['fps'] / quiet['fps']:.2f} |",
                 flush=True,
             )
+    goals = speed_goals(rows)
+    for goal, met in goals.items():
+        print(f"goal: {goal}: {'met' if met else 'NOT met'}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    record = {"header": header, "args": vars(args), "rows": rows}
+    record = {"header": header, "args": vars(args), "rows": rows, "goals": goals}
     args.out.write_text(json.dumps(record, indent=1, default=str))
 
 
