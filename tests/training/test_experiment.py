@@ -248,7 +248,8 @@ def test_settings_of_another_kind_are_refused_not_ignored():
         experiment_from_dict({**iou_net, "head_size": 3})
     # Only a complete file of the code before has the other kind's settings left out.
     partial = {"model": "iou-net", "trainer": {"epochs": 3}, "dimp": {"num_iter": 3}}
-    assert upgrade_config_dict(partial) == partial
+    assert upgrade_config_dict(partial, whole=False) == partial
+    assert upgrade_config_dict(partial)["dimp"] == partial["dimp"]  # and refused when built
 
 
 @pytest.mark.parametrize("preset", ["synthetic-smoke", "default-cpu"])

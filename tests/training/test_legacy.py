@@ -53,6 +53,7 @@ def test_only_whole_configs_get_a_kind_and_a_source():
     assert upgrade_config_dict(partial, whole=False) == partial  # a --config file's subset
     whole = upgrade_config_dict(partial)
     assert whole["model"] == "iou-net" and whole["data"] == {"source": "datasets", "max_gap": 30}
+    assert upgrade_config_dict({"trainer": {"epochs": 3}})["data"] == {"source": "datasets"}
     complete = read_config_file(SAVED / "default-cpu.yaml")
     assert upgrade_config_dict(complete, whole=False)["data"]["source"] == "folder"
 

@@ -61,7 +61,7 @@ def upgrade_config_dict(data: Mapping[str, Any], whole: bool = True) -> dict[str
     """``data`` in the present format (a copy): see the module docstring.
 
     ``whole``: ``data`` describes a whole run (a run's ``config.yaml``): a missing ``model`` is
-    :data:`LEGACY_MODEL` and a ``data`` section without ``source`` is upgraded. Otherwise
+    :data:`LEGACY_MODEL` and a ``data`` section without ``source`` (or none) is upgraded. Otherwise
     (``--config FILE``, any subset of the keys) only a complete ``data`` section, with every
     field, is, and ``model`` is left as it is.
     """
@@ -71,7 +71,7 @@ def upgrade_config_dict(data: Mapping[str, Any], whole: bool = True) -> dict[str
     if LEGACY_KEYS <= set(data):
         own = setting_names(experiment_type(data))
         data = {key: value for key, value in data.items() if key in own or key == "model"}
-    section = data.get("data")
+    section = data.get("data", {} if whole else None)  # a whole run's defaults: datasets
     if isinstance(section, Mapping) and (whole or set(field_defaults()) <= set(section)):
         data["data"] = upgrade_data_dict(section)
     return data
