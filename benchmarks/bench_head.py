@@ -37,7 +37,7 @@ from ebmtrack.ops.crop import apply_matrix, box_to_crop, crop_square
 from ebmtrack.runtime import configure_threads
 from ebmtrack.tracking.atom.factory import ATOM, ATOM_POLISHED
 from ebmtrack.training.box_regression import proposal_ranking_stats
-from ebmtrack.training.presets.pack import CLIP_HOLDOUT, PACK_HOLDOUT
+from ebmtrack.training.sources.pack import CLIP_HOLDOUT, PACK_HOLDOUT
 
 BINS = ((0.3, 0.5), (0.5, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.0))
 NEAR_BOXES = 32

@@ -38,8 +38,8 @@ from torch.utils.data import default_collate
 
 from ebmtrack.training.box_regression import BoxLossConfig
 from ebmtrack.training.distributed import init_distributed
-from ebmtrack.training.experiment import preset_config
 from ebmtrack.training.feature_cache import _encode_chunk
+from ebmtrack.training.presets import preset_config
 from ebmtrack.training.trainer import Trainer
 
 

@@ -35,7 +35,8 @@ from torch.utils.data import default_collate
 
 from ebmtrack.data.synthetic import SyntheticConfig
 from ebmtrack.training.box_regression import BoxLossConfig
-from ebmtrack.training.experiment import preset_config, run_experiment
+from ebmtrack.training.experiment import run_experiment
+from ebmtrack.training.presets import preset_config
 
 
 def experiment(args: argparse.Namespace, loss: str):

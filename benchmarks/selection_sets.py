@@ -15,7 +15,7 @@ from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequence
 from ebmtrack.evaluation.runner import track_sequence
 from ebmtrack.evaluation.scoring import score_run
-from ebmtrack.training.presets.pack import PACK_HOLDOUT
+from ebmtrack.training.sources.pack import PACK_HOLDOUT
 
 PACK = Path(__file__).resolve().parents[2] / "shared" / "data" / "train" / "sequences"
 

@@ -81,7 +81,8 @@ from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.models.serialization import load_model
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.training.box_regression import BoxLossConfig
-from ebmtrack.training.experiment import IoUNetExperiment, preset_config
+from ebmtrack.training.experiment import IoUNetExperiment
+from ebmtrack.training.presets import preset_config
 
 
 def _tracker_params(preset: str) -> AtomParams:

@@ -27,10 +27,10 @@ from ebmtrack.training.config import config_to_dict, save_config
 from ebmtrack.training.experiment import (
     CONFIG_FILE,
     IoUNetExperiment,
-    preset_config,
     run_experiment,
 )
 from ebmtrack.training.feature_cache import CachedPairs
+from ebmtrack.training.presets import preset_config
 from ebmtrack.training.trainer import NonFiniteLossError, Trainer
 
 PRESETS = ("pack-cpu", "default-cpu")

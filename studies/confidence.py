@@ -38,7 +38,7 @@ from ebmtrack.tracking.calibrator import Calibrator, fit_calibrator, save_calibr
 from ebmtrack.tracking.confidence import DIRECTIONS, FEATURES, feature_matrix
 from ebmtrack.tracking.init_box import clip_init_box
 from ebmtrack.tracking.registry import create_tracker
-from ebmtrack.training.presets.pack import PACK_HOLDOUT
+from ebmtrack.training.sources.pack import PACK_HOLDOUT
 
 __all__ = [
     "collect_sequence",

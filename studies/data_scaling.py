@@ -45,7 +45,8 @@ from ebmtrack.evaluation.runner import TrackerSpec, run_evaluation
 from ebmtrack.evaluation.scoring import protocol_for, score_run
 from ebmtrack.tracking.registry import get_factory
 from ebmtrack.training.box_regression import BoxLossConfig
-from ebmtrack.training.experiment import IoUNetExperiment, preset_config, run_experiment
+from ebmtrack.training.experiment import IoUNetExperiment, run_experiment
+from ebmtrack.training.presets import preset_config
 
 PRESET = "pack-cpu"
 LOSSES = ("mse", "nce+")
@@ -92,7 +93,7 @@ def level_config(level: str, loss: str, out: Path, pack: str | None = None) -> I
 
 def distinct_objects(config: IoUNetExperiment) -> int:
     """How many distinct annotated objects the slice trains on (tracks + still objects)."""
-    from ebmtrack.training.presets.pack import pack_sources
+    from ebmtrack.training.sources.pack import pack_sources
 
     sources, _ = pack_sources(
         config.data.pack, config.data.pack_parts, config.data.holdout, config.data.pack_tracks, 1, 0
@@ -334,7 +335,7 @@ def generated_grid(config: IoUNetExperiment, path: Path, rows: int = 4, cols: in
     (first and middle) of each of ``rows * cols / 2`` sequences."""
     import cv2
 
-    from ebmtrack.training.presets.pack import pack_sources
+    from ebmtrack.training.sources.pack import pack_sources
 
     data = config.data
     sources, _ = pack_sources(

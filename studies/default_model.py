@@ -47,7 +47,8 @@ from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.models.serialization import load_model
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.training.box_regression import BoxLossConfig
-from ebmtrack.training.experiment import IoUNetExperiment, preset_config, run_experiment
+from ebmtrack.training.experiment import IoUNetExperiment, run_experiment
+from ebmtrack.training.presets import preset_config
 
 LOSSES = ("mse", "nce+", "kld-is")
 PRESET = "default-cpu"

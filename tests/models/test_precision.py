@@ -1,9 +1,9 @@
 import pytest
 import torch
+from ebmtrack.tracking.features import feature_extractor
 
 from ebmtrack.models.backbones import create_backbone
 from ebmtrack.models.precision import fast_dtype, resolve_precision
-from ebmtrack.tracking.features import feature_extractor
 
 
 def test_fast_dtype_is_bfloat16_only_on_cpus_with_native_bfloat16():

@@ -24,14 +24,10 @@ from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
 from ebmtrack.models.serialization import load_model, save_model
 from ebmtrack.ops.boxes import iou_xywh
 from ebmtrack.training.box_regression import BoxLossConfig
-from ebmtrack.training.experiment import (
-    DEFAULT_HOLDOUT,
-    IoUNetExperiment,
-    preset_config,
-    run_experiment,
-)
+from ebmtrack.training.experiment import IoUNetExperiment, run_experiment
 from ebmtrack.training.feature_cache import build_chunked_cache
-from ebmtrack.training.presets.pack import PACK_HOLDOUT
+from ebmtrack.training.presets import DEFAULT_HOLDOUT, preset_config
+from ebmtrack.training.sources.pack import PACK_HOLDOUT
 from ebmtrack.training.trainer import NonFiniteLossError
 
 

@@ -8,7 +8,7 @@ from default_model import keep_other_files
 from refinement import RefinementSamples, perturb_box, refinement_scores
 
 from ebmtrack.tracking.atom.params import AtomParams
-from ebmtrack.training.experiment import preset_config
+from ebmtrack.training.presets import preset_config
 
 
 def test_refinement_without_proposals_or_steps_keeps_the_start_box():

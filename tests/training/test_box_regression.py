@@ -14,7 +14,7 @@ from ebmtrack.training.box_regression import (
     BoxRegressionModule,
     proposal_ranking_stats,
 )
-from ebmtrack.training.experiment import preset_config
+from ebmtrack.training.presets import preset_config
 
 
 def smoke_module_and_batch(loss: str, batch_size: int = 8):

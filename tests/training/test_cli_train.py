@@ -8,7 +8,7 @@ from ebmtrack.cli.main import main
 from ebmtrack.models.serialization import load_model
 from ebmtrack.training.config import config_to_dict, read_config_file, save_config
 from ebmtrack.training.dimp import DiMPTrainingConfig
-from ebmtrack.training.experiment import preset_config
+from ebmtrack.training.presets import preset_config
 
 TINY = [
     "--preset",
@@ -96,6 +96,18 @@ def test_train_then_resume_to_more_epochs(tmp_path, capsys):
             ["--preset", "dimp-cpu", "--set", "head_width=0.5"],
             "--set head_width=0.5: head_width does not apply to dimp experiments",
         ),
+        # The data source is named, and a field of another source is refused, not ignored.
+        (
+            [*TINY, "--set", "data.source=nope"],
+            "data.source must be one of datasets, synthetic, folder, pack, got 'nope'",
+        ),
+        (
+            [*TINY, "--got10k", "x"],
+            "data.roots does not apply to data.source synthetic; it is a setting of data.source "
+            "datasets",
+        ),
+        # Another source starts from its defaults, which the flags fill in.
+        ([*TINY, "--set", "data.source=datasets", "--got10k", "missing"], "training data missing"),
         (
             [*TINY, "--set", "model=dimp"],
             "--set model=dimp: the kind of experiment is fixed by --preset synthetic-smoke "
@@ -118,6 +130,15 @@ def test_a_config_file_of_another_kind_is_refused(tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
 
 
+def test_a_preset_without_its_data_names_the_data_root(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("EBMTRACK_DATA", str(tmp_path / "data"))
+    assert main(["train", "--out", str(tmp_path / "run"), "--preset", "pack-cpu"]) == 2
+    err = capsys.readouterr().err
+    assert f"needs the data in {tmp_path / 'data' / 'train'} (data.pack: not a folder;" in err
+    assert "set EBMTRACK_DATA=DIR (the data root), or --set data.pack=DIR)" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("written_by", ["one class for both kinds", "before dimp"])
 def test_a_run_saved_by_earlier_versions_resumes(tmp_path, capsys, written_by):
@@ -128,6 +149,7 @@ def test_a_run_saved_by_earlier_versions_resumes(tmp_path, capsys, written_by):
     trainer.epochs, trainer.samples_per_epoch, trainer.batch_size = 1, 8, 4
     trainer.val_samples, trainer.progress = 4, False
     data = {**config_to_dict(config), "dimp": config_to_dict(DiMPTrainingConfig())}
+    del data["data"]["source"]  # earlier versions named no data source
     if written_by == "before dimp":
         del data["model"], data["dimp"]
     out = tmp_path / "run"
@@ -161,7 +183,7 @@ def test_export_writes_the_latest_checkpoints_model_and_takes_no_other_flag(tmp_
 
 
 def test_the_help_names_every_preset(capsys):
-    from ebmtrack.training.experiment import PRESETS
+    from ebmtrack.training.presets import PRESETS
 
     with pytest.raises(SystemExit):
         main(["train", "--help"])

@@ -13,18 +13,14 @@ from ebmtrack.models.serialization import load_model
 from ebmtrack.ops.boxes import iou_xywh
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.training.box_regression import BoxLossConfig, BoxRegressionModule
-from ebmtrack.training.experiment import (
-    DEFAULT_HOLDOUT,
-    IoUNetExperiment,
-    preset_config,
-    run_experiment,
-)
+from ebmtrack.training.experiment import IoUNetExperiment, run_experiment
 from ebmtrack.training.feature_cache import (
     CachedBoxRegressionModule,
     CachedPairs,
     build_feature_cache,
 )
-from ebmtrack.training.presets.default_cpu import split_fold, still_frames
+from ebmtrack.training.presets import DEFAULT_HOLDOUT, preset_config
+from ebmtrack.training.sources.folder import split_fold, still_frames
 from ebmtrack.weights import default_model
 
 REPO = Path(__file__).resolve().parents[2]

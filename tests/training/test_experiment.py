@@ -14,19 +14,18 @@ from ebmtrack.training.box_regression import BoxLossConfig
 from ebmtrack.training.config import config_to_dict
 from ebmtrack.training.experiment import (
     EXPERIMENTS,
-    PRESETS,
-    DataConfig,
     DiMPExperiment,
     Experiment,
     IoUNetExperiment,
     experiment_from_dict,
     load_experiment,
-    preset_config,
     run_experiment,
     setting_names,
-    upgrade_config_dict,
 )
 from ebmtrack.training.feature_cache import FeatureCacheConfig
+from ebmtrack.training.legacy import upgrade_config_dict
+from ebmtrack.training.presets import PRESETS, preset_config
+from ebmtrack.training.sources import DataConfig
 
 
 def tiny_config(loss: BoxLossConfig, num_workers: int = 0):
@@ -92,7 +91,7 @@ def test_training_on_a_data_set_folder_with_validation_split(tmp_path):
     write_got10k_split(tmp_path / "got10k", "val", SyntheticSequences(2, look, seed=6))
     config = tiny_config(BoxLossConfig("mse"))
     config.data = DataConfig(
-        roots={"got10k": str(tmp_path / "got10k")}, val_splits={"got10k": "val"}
+        source="datasets", roots={"got10k": str(tmp_path / "got10k")}, val_splits={"got10k": "val"}
     )
     config.trainer.epochs = 1
     threads = torch.get_num_threads()
@@ -162,6 +161,7 @@ def legacy_dict(config) -> dict:
     mapping with the keys of both kinds (those of the other kind at their defaults)."""
     iou_net, dimp = config_to_dict(IoUNetExperiment()), config_to_dict(DiMPExperiment())
     data = {**iou_net, **dimp, **config_to_dict(config)}
+    del data["data"]["source"]  # the data source was the one whose fields were set
     order = ("preset", "model", "backbone", "pretrained", "backbone_weights", "head_width")
     order += ("head_dims", "processing", "data", "loss", "dimp", "trainer", "feature_cache")
     # feature_stream came later: the code before never wrote it (a preset that streams keeps it).
@@ -248,7 +248,8 @@ def test_settings_of_another_kind_are_refused_not_ignored():
         experiment_from_dict({**iou_net, "head_size": 3})
     # Only a complete file of the code before has the other kind's settings left out.
     partial = {"model": "iou-net", "trainer": {"epochs": 3}, "dimp": {"num_iter": 3}}
-    assert upgrade_config_dict(partial) == partial
+    assert upgrade_config_dict(partial, whole=False) == partial
+    assert upgrade_config_dict(partial)["dimp"] == partial["dimp"]  # and refused when built
 
 
 @pytest.mark.parametrize("preset", ["synthetic-smoke", "default-cpu"])

@@ -5,9 +5,10 @@ import torch
 from safetensors.torch import load_file
 
 from ebmtrack.training.box_regression import BoxLossConfig
-from ebmtrack.training.experiment import IoUNetExperiment, preset_config, run_experiment
+from ebmtrack.training.experiment import IoUNetExperiment, run_experiment
 from ebmtrack.training.feature_cache import FeatureCacheConfig
 from ebmtrack.training.feature_stream import FeatureStreamConfig, StreamedPairs
+from ebmtrack.training.presets import preset_config
 
 
 def stream_config(epochs: int = 3, num_workers: int = 0) -> IoUNetExperiment:

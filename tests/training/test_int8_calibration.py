@@ -6,7 +6,7 @@ import pytest
 
 from ebmtrack.models.backbones.int8 import load_ranges
 from ebmtrack.training.int8_calibration import calibration_crops, main
-from ebmtrack.training.presets.pack import PACK_HOLDOUT
+from ebmtrack.training.sources.pack import PACK_HOLDOUT
 from ebmtrack.weights import int8_ranges
 
 

@@ -10,13 +10,8 @@ from ebmtrack.training.config import (
     read_config_file,
     save_config,
 )
-from ebmtrack.training.experiment import (
-    PRESETS,
-    DiMPExperiment,
-    IoUNetExperiment,
-    load_experiment,
-    preset_config,
-)
+from ebmtrack.training.experiment import DiMPExperiment, IoUNetExperiment, load_experiment
+from ebmtrack.training.presets import PRESETS, preset_config
 
 
 @pytest.mark.parametrize("suffix", [".yaml", ".json"])

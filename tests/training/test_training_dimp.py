@@ -22,12 +22,12 @@ from ebmtrack.training.dimp import (
 )
 from ebmtrack.training.experiment import (
     UNTRAINED_VAL_FILE,
-    DataConfig,
     DiMPExperiment,
     experiment_from_dict,
-    preset_config,
     run_experiment,
 )
+from ebmtrack.training.presets import preset_config
+from ebmtrack.training.sources import DataConfig
 from ebmtrack.weights import dimp_classifier
 
 
@@ -57,6 +57,7 @@ def tiny_config():
     config = preset_config("dimp-cpu")
     config.pretrained = False
     config.data = DataConfig(
+        source="synthetic",
         synthetic_sequences=12,
         synthetic=SyntheticConfig(num_frames=20, frame_size=(120, 160)),
         max_gap=10,

@@ -40,11 +40,12 @@ def add_parser(subparsers) -> None:
         default=DEFAULT_PRESET,
         help="starting config: atom-r18 (default; ATOM's recipe: needs ResNet-18 weights and "
         "GOT-10k / LaSOT / TrackingNet / COCO), synthetic-smoke (generated data only, "
-        "seconds), pack-cpu (the box head on the training pack ../shared/data/train and "
+        "seconds), pack-cpu (the box head on the training pack train/ below the data root and "
         "generated sequences, 2 CPU cores), pack-stream (the same head on the whole pack, "
         "every sample a fresh pair with worker-made int8 features: the long run), dimp-pack-cpu "
         "(DiMP's target classifier, same data), default-cpu and dimp-cpu (the same two on "
-        "../shared/data/sequences: the recipes of the shipped heads)",
+        "sequences/ below the data root: the recipes of the shipped heads). The data "
+        "root is $EBMTRACK_DATA, default ../shared/data",
     )
     parser.add_argument("--config", type=Path, help="YAML/JSON file of config values to apply")
     parser.add_argument(
@@ -134,11 +135,27 @@ def _flag_changes(args: argparse.Namespace) -> dict:
     return changes
 
 
+def _requested_source(changes: dict, overrides: list[str]):
+    """The data source that a ``--config`` file's ``changes`` or a ``--set data.source=NAME``
+    names (the last one given), or None."""
+    from ebmtrack.values import parse_value
+
+    section = changes.get("data")
+    source = section.get("source") if isinstance(section, dict) else None
+    for item in overrides:
+        key, _, value = item.partition("=")
+        if key == "data.source":
+            source = parse_value(value)
+    return source
+
+
 def build_config(args: argparse.Namespace):
     """The experiment config: preset (or the run's saved config), file, flags, then --set.
 
     The preset (or the run) fixes the kind of experiment; a setting of another kind, from any
-    of the later sources, is refused with one line naming it.
+    of the later sources, is refused with one line naming it. Another data source (``--set
+    data.source=NAME`` or a ``--config`` file's) starts the ``data`` section from that source's
+    defaults, as another ``--loss`` starts from that loss's recipe.
     """
     from ebmtrack.training.config import (
         apply_overrides,
@@ -148,14 +165,13 @@ def build_config(args: argparse.Namespace):
     )
     from ebmtrack.training.experiment import (
         CONFIG_FILE,
-        PRESETS,
         experiment_from_dict,
         experiment_type,
         kinds_with_setting,
-        preset_config,
         setting_names,
-        upgrade_config_dict,
     )
+    from ebmtrack.training.legacy import upgrade_config_dict
+    from ebmtrack.training.presets import PRESETS, preset_config
 
     saved = args.out / CONFIG_FILE
     if args.resume:
@@ -187,11 +203,15 @@ def build_config(args: argparse.Namespace):
                 f"setting of {' and '.join(kinds)} experiments"
             )
 
+    changes: dict = {}
     if args.config is not None:
-        changes = upgrade_config_dict(read_config_file(args.config))
+        changes = upgrade_config_dict(read_config_file(args.config), whole=False)
         for key in sorted(changes, key=lambda key: key != "model"):  # the kind first
             refuse_other_kinds(key, changes[key], f"--config {args.config}")
-        data = merge_config_dicts(data, changes)
+    source = _requested_source(changes, args.set)
+    if source is not None and source != data["data"].get("source"):
+        data["data"] = {"source": source}  # another data source: start from its defaults
+    data = merge_config_dicts(data, changes)
     flags = _flag_changes(args)
     for key, value in flags.items():
         refuse_other_kinds(key, value, "--" + key.replace("_", "-"))
@@ -208,6 +228,8 @@ def check_inputs(config, args: argparse.Namespace) -> None:
     """Refuse, in one line naming the flags, a config whose backbone weights or training data
     are missing: before anything is built or written."""
     from ebmtrack.models.backbones.registry import FILE_BACKBONES, PACKAGED_WEIGHTS
+    from ebmtrack.training.presets import DATA_ROOT_ENV
+    from ebmtrack.training.sources import SOURCES
 
     needs = []
     backbone = config.backbone
@@ -219,15 +241,14 @@ def check_inputs(config, args: argparse.Namespace) -> None:
         )
         needs.append(f"--backbone-weights FILE for backbone {backbone} ({what})")
     data = config.data
-    # Folders a preset reads its data from (data.pack: a training pack, where the config has it).
-    folders = {key: getattr(data, key, None) for key in ("sequence_folder", "pack")}
-    for key, folder in folders.items():
-        if folder is not None and not Path(folder).is_dir():
-            needs.append(
-                f"the data in {folder} (data.{key}: not a folder; run from the repository root "
-                f"beside ../shared, or --set data.{key}=DIR)"
-            )
-    if not any(folders.values()) and data.synthetic_sequences <= 0 and not data.roots:
+    key = SOURCES[data.source].folder_setting  # the folder the source reads, if any
+    folder = None if key is None else getattr(data, key)
+    if folder is not None and not Path(folder).is_dir():
+        needs.append(
+            f"the data in {folder} (data.{key}: not a folder; run from the repository root "
+            f"beside ../shared, set {DATA_ROOT_ENV}=DIR (the data root), or --set data.{key}=DIR)"
+        )
+    if data.source == "datasets" and not data.roots:
         needs.append(
             "training data: --got10k DIR, --lasot DIR, --trackingnet DIR and/or --coco DIR"
         )

@@ -245,8 +245,9 @@ def run_demo(config: DemoConfig | None = None) -> DemoResult:
     summary = scored.summary()
     backbone = getattr(getattr(tracker, "params", None), "backbone", None)
     # Without a box head the box is sized by the classifier alone: say so next to the score.
+    box_refinement = getattr(tracker, "box_head", None) is not None if backbone else None
     notes = [backbone] if backbone else []
-    if getattr(tracker, "box_head", False) is None:
+    if box_refinement is False:
         notes.append("classifier only")
     label = config.tracker + (f" ({', '.join(notes)})" if notes else "")
     plot_success({label: scored.success}, files["success"], title=f"on {sequence.name}")
@@ -269,7 +270,7 @@ def run_demo(config: DemoConfig | None = None) -> DemoResult:
         "backbone_weights": None
         if config.backbone_weights is None
         else str(config.backbone_weights),
-        "iou_refinement": iou_refinement,
+        "box_refinement": box_refinement,
         "protocol": OTB_PROTOCOL.name,
         "auc": result.auc,
         "precision_20px": result.precision,

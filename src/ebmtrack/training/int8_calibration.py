@@ -26,7 +26,7 @@ from ebmtrack.models.backbones.onnx_runtime import OnnxBackbone
 from ebmtrack.models.backbones.registry import PACKAGED_WEIGHTS, create_backbone
 from ebmtrack.ops.crop import crop_square, search_region_side
 from ebmtrack.runtime import configure_threads
-from ebmtrack.training.presets.pack import PACK_HOLDOUT
+from ebmtrack.training.sources.pack import PACK_HOLDOUT
 from ebmtrack.weights import shipped_backbone_weights
 
 __all__ = ["calibrate_backbone", "calibration_crops", "main"]

@@ -1,88 +1,83 @@
-"""The data of the ``default-cpu`` preset: a folder of real sequences in a leave-some-out fold,
-generated sequences textured with real images, and still frames used as 1-frame sequences.
-
-Three sources, sampled by ``data.weights`` (keys ``sequences``, ``stills``, ``synthetic``):
-
-- ``sequences``: the sequences of ``data.sequence_folder`` (OTB/VOT-style, read with
-  :func:`~ebmtrack.data.datasets.folder.load_folder`) except those named in ``data.holdout``;
-- ``stills``: every ``STILL_STRIDE``-th frame of those sequences as a 1-frame sequence (reference
-  and test frame are the same image, told apart only by the crop jitter: ATOM's use of COCO);
-- ``synthetic``: ``data.synthetic_sequences`` generated sequences whose targets, distractors and
-  backgrounds are cut from real images: frames of the training sequences (never the held-out ones)
-  and scikit-image's bundled sample photographs.
-
-Validation pairs come from the held-out sequences only, so validation measures sequences the head
-never saw.
-"""
+"""The presets on the shared sequences (``sequences/`` below the data root): ``default-cpu``,
+which made the shipped box head, and ``dimp-cpu``, DiMP's classifier on the same data."""
 
 from __future__ import annotations
 
-import numpy as np
+from ..config import TrainerConfig
+from ..dimp import DiMPTrainingConfig
+from ..experiment import DiMPExperiment, IoUNetExperiment
+from ..feature_cache import FeatureCacheConfig
+from ..sources import DataConfig
+from .root import data_path
 
-from ebmtrack.data.datasets.folder import load_folder
-from ebmtrack.data.datasets.sequence import Sequence
-from ebmtrack.data.synthetic import ImageTextures, SyntheticSequences
-
-SOURCES = ("sequences", "stills", "synthetic")
-STILL_STRIDE = 5
-TEXTURE_STRIDE = 25
-SKIMAGE_PHOTOS = ("astronaut", "chelsea", "coffee", "rocket", "camera", "hubble_deep_field")
-"""scikit-image sample images (bundled with the package, no download) used as textures."""
-
-
-def split_fold(
-    sequences: list[Sequence], holdout: list[str]
-) -> tuple[list[Sequence], list[Sequence]]:
-    """``(train, held_out)``; ValueError naming unknown held-out names and the valid ones."""
-    names = [s.name for s in sequences]
-    unknown = sorted(set(holdout) - set(names))
-    if unknown:
-        raise ValueError(f"data.holdout names unknown sequences {unknown}; valid: {names}")
-    train = [s for s in sequences if s.name not in holdout]
-    held_out = [s for s in sequences if s.name in holdout]
-    if not train or not held_out:
-        raise ValueError("data.holdout must leave at least one sequence on each side of the fold")
-    return train, held_out
+DEFAULT_HOLDOUT = ("Couple", "Crossing", "Jumping", "MotorRolling", "bag")
+"""Sequences of the shared test folder that ``default-cpu`` never trains on (validation and the
+refinement study use them); ``Couple`` is the clip of ``ebmtrack demo``."""
 
 
-def still_frames(sequences: list[Sequence], stride: int = STILL_STRIDE) -> list[Sequence]:
-    """Every ``stride``-th annotated frame of ``sequences`` as a 1-frame :class:`Sequence`."""
-    stills = []
-    for sequence in sequences:
-        usable = np.flatnonzero(sequence.annotated())
-        for index in usable[::stride]:
-            stills.append(
-                Sequence(
-                    f"{sequence.name}-{index:04d}",
-                    (sequence.frames[index],),
-                    sequence.ground_truth[index : index + 1],
-                    dataset="stills",
-                )
-            )
-    return stills
+def sequences_data(**changes) -> DataConfig:
+    """The data of both presets (:class:`~ebmtrack.training.sources.folder.FolderSource`): the
+    shared sequences minus :data:`DEFAULT_HOLDOUT`, their still frames and 400 generated
+    sequences textured with their frames."""
+    return DataConfig(
+        source="folder",
+        sequence_folder=data_path("sequences"),
+        holdout=list(DEFAULT_HOLDOUT),
+        synthetic_sequences=400,
+        weights={"sequences": 1.0, "stills": 0.5, "synthetic": 1.0},
+        **changes,
+    )
 
 
-def texture_images(sequences: list[Sequence], stride: int = TEXTURE_STRIDE) -> list[np.ndarray]:
-    """Every ``stride``-th frame of ``sequences`` plus :data:`SKIMAGE_PHOTOS`."""
-    try:
-        import skimage.data
-    except ImportError as err:
-        raise ImportError(
-            "the default-cpu preset textures its generated sequences with scikit-image's sample "
-            "images: pip install 'ebmtrack[train]'"
-        ) from err
-    images = [s.frame(i) for s in sequences for i in range(0, len(s), stride)]
-    return images + [getattr(skimage.data, name)() for name in SKIMAGE_PHOTOS]
+def default_cpu() -> IoUNetExperiment:
+    """The model shipped with ebmtrack, trained on a shared 2-core CPU in 12 (MSE) to 25 (EBM
+    losses) minutes after an 8-minute feature cache: ImageNet MobileNetV2 (frozen, features
+    cached once), the tracker's 288-pixel crops, a half-width head, :func:`sequences_data`;
+    validation on the held-out sequences."""
+    return IoUNetExperiment(
+        preset="default-cpu",
+        backbone="mobilenetv2",
+        head_width=0.5,  # IoUNetConfig.for_backbone's width for the mobile backbones
+        head_dims=128,
+        data=sequences_data(),
+        feature_cache=FeatureCacheConfig(enabled=True, train_pairs=2048),
+        trainer=TrainerConfig(
+            epochs=4,
+            samples_per_epoch=2048,
+            batch_size=16,
+            lr_step_epochs=3,
+            val_every=1,
+            val_samples=256,
+            num_workers=0,
+            shuffle=False,  # CachedPairs orders each pass itself
+        ),
+    )
 
 
-def local_sources(
-    sequence_folder: str, holdout: list[str], synthetic_sequences: int, seed: int
-) -> tuple[dict[str, list], list[Sequence]]:
-    """The training sources ``{name: collection}`` of :data:`SOURCES` (``synthetic`` only when
-    ``synthetic_sequences`` > 0) and the held-out sequences."""
-    train, held_out = split_fold(load_folder(sequence_folder), list(holdout))
-    sources: dict[str, list] = {"sequences": train, "stills": still_frames(train)}
-    if synthetic_sequences > 0:
-        textures = ImageTextures(texture_images(train))
-        sources["synthetic"] = SyntheticSequences(synthetic_sequences, seed=seed, textures=textures)
-    return sources, held_out
+def dimp_cpu() -> DiMPExperiment:
+    """A :class:`DiMPExperiment` on ``default-cpu``'s data, backbone and held-out fold: 3 + 3
+    frames per sample sampled causally within 30 frames, DiMP-18's crops and jitter, features
+    cached once, the classification loss through the unrolled optimizer (docs/dimp.md,
+    "Training")."""
+    # DiMP-18's samples (max_gap 30, 3 + 3 frames, its crops), loss and lr schedule shape (x0.2
+    # steps), shrunk to the CPU budget of docs/dimp.md.
+    return DiMPExperiment(
+        preset="dimp-cpu",
+        backbone="mobilenetv2",
+        data=sequences_data(max_gap=30),
+        dimp=DiMPTrainingConfig(),  # DiMP-18's samples, labels and loss weights
+        feature_cache=FeatureCacheConfig(
+            enabled=True, train_pairs=1024, chunk_size=128, batch_size=4
+        ),
+        trainer=TrainerConfig(
+            epochs=6,
+            samples_per_epoch=1024,
+            batch_size=8,
+            lr=1e-3,  # PrDiMP's single classifier lr (prdimp50.py); DiMP's lrs are per part
+            lr_step_epochs=5,
+            val_every=1,
+            val_samples=256,
+            num_workers=0,
+            shuffle=True,  # a new order of the cached samples every epoch
+        ),
+    )

@@ -1,114 +1,81 @@
-"""The data of the ``pack-cpu`` preset: a training pack of real tracks and still images, and
-generated sequences whose targets are objects cut from those images.
+"""The presets on the training pack (``train/`` below the data root): ``pack-cpu``,
+``pack-stream`` and ``dimp-pack-cpu``.
 
-A training pack is a folder with any of these parts (:data:`PARTS`):
-
-- ``sequences/``: OTB-layout tracks, ``frames.txt`` giving each stored image's frame number in its
-  video (:func:`~ebmtrack.data.datasets.folder.load_folder`);
-- ``stills/coco128/``: YOLO-labelled images (:class:`~ebmtrack.data.datasets.stills.YoloSequences`);
-- ``stills/tiny-imagenet/boxes.txt``: a box list
-  (:class:`~ebmtrack.data.datasets.stills.BoxListSequences`);
-- ``clips/``: OTB-layout clips of consecutive real frames (50 each in the shared pack).
-
-Three sources, sampled by ``data.weights`` (keys ``sequences``, ``stills``, ``synthetic``):
-
-- ``sequences``: the pack's tracks except ``data.holdout`` (the first ``data.pack_tracks`` of
-  them when that is > 0) and, with ``clips``, the clips except :data:`CLIP_HOLDOUT`;
-- ``stills``: every ``STILL_STRIDE``-th frame of those tracks and, with ``coco128``, its objects,
-  each a one-frame sequence;
-- ``synthetic``: ``data.synthetic_sequences`` generated sequences whose target is an object cut
-  with its surroundings (:class:`~ebmtrack.data.synthetic.ObjectPatches`) from the training
-  tracks' frames, and, with those parts, from coco128 and Tiny ImageNet; backgrounds and
-  occluders are cut from the training tracks' frames and coco128's images.
-
-Validation pairs come from the held-out tracks (and, with ``clips``, the held-out clips) only,
-never from the test sequences.
+The pack's data itself (its parts, ``PACK_HOLDOUT``, ``pack_sources``) is
+:mod:`ebmtrack.training.sources.pack`.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import dataclasses
 
-from ebmtrack.data.datasets.folder import load_folder
-from ebmtrack.data.datasets.sequence import Sequence
-from ebmtrack.data.datasets.stills import BoxListSequences, YoloSequences
-from ebmtrack.data.io import read_image
-from ebmtrack.data.synthetic import (
-    ImageTextures,
-    ObjectPatches,
-    SyntheticConfig,
-    SyntheticSequences,
-)
+from ..experiment import DiMPExperiment, IoUNetExperiment
+from ..feature_cache import FeatureCacheConfig
+from ..feature_stream import FeatureStreamConfig
+from ..sources import DataConfig
+from ..sources.pack import PACK_HOLDOUT, PARTS
+from .default_cpu import default_cpu, dimp_cpu
+from .root import data_path
 
-from .default_cpu import split_fold, still_frames
-
-PARTS = ("sequences", "coco128", "tiny-imagenet", "clips")
-DEFAULT_PARTS = ("sequences", "coco128", "tiny-imagenet")
-"""The parts a config uses unless it names them (the presets recorded before ``clips`` existed)."""
-PART_PATHS = {
-    "sequences": "sequences",
-    "coco128": "stills/coco128",
-    "tiny-imagenet": "stills/tiny-imagenet",
-    "clips": "clips",
-}
-PACK_HOLDOUT = ("Biker", "boat1", "car1", "group2_2", "zebrafish1")
-"""Tracks of the training pack kept for validation: five videos from four benchmarks, none of
-them sharing a video with a training track."""
-CLIP_HOLDOUT = ("Biker", "boat1", "car1", "group2_2", "zebrafish1", "Dog", "Gym", "Gym_b")
-"""Clips of the training pack kept for validation and for choosing settings on consecutive real
-frames: the clips of the five held-out tracks' videos and three OTB clips (two of one video) that
-no training track or clip shares a video with."""
-TEXTURE_STRIDE = 10
-COCO_TEXTURE_STRIDE = 4
+__all__ = [
+    "dimp_pack_cpu",
+    "pack_cpu",
+    "pack_data",
+    "pack_folder",
+    "pack_stream",
+]
 
 
-def pack_sources(
-    pack: str,
-    parts: list[str],
-    holdout: list[str],
-    tracks: int,
-    synthetic_sequences: int,
-    seed: int,
-    synthetic_config: SyntheticConfig | None = None,
-) -> tuple[dict[str, list], list[Sequence]]:
-    """The training sources ``{name: collection}`` and the held-out tracks of a training pack.
+def pack_folder() -> str:
+    """Where the presets look for the training pack: ``train/`` below the data root
+    (``--set data.pack=DIR`` for one run)."""
+    return data_path("train")
 
-    Raises ValueError for an unknown part or a part whose folder is missing (naming it).
-    """
-    unknown = sorted(set(parts) - set(PARTS))
-    if unknown or "sequences" not in parts:
-        raise ValueError(
-            f"data.pack_parts must include 'sequences' and name parts of {', '.join(PARTS)}, "
-            f"got {parts}"
-        )
-    root = Path(pack)
-    missing = [str(root / PART_PATHS[p]) for p in parts if not (root / PART_PATHS[p]).exists()]
-    if missing:
-        raise FileNotFoundError(f"data.pack {root}: missing {', '.join(missing)}")
-    train, held_out = split_fold(load_folder(root / "sequences"), list(holdout))
-    if tracks > 0:
-        train = train[:tracks]
-    if "clips" in parts:
-        train_clips, held_clips = split_fold(load_folder(root / "clips"), list(CLIP_HOLDOUT))
-        train, held_out = [*train, *train_clips], [*held_out, *held_clips]
-    stills: list = still_frames(train)
-    objects: list = [stills]
-    backgrounds = [s.frame(i) for s in train for i in range(0, len(s), TEXTURE_STRIDE)]
-    if "coco128" in parts:
-        coco = YoloSequences(root / PART_PATHS["coco128"])
-        stills = [*stills, *(coco[k] for k in range(len(coco)))]
-        objects.append(coco)
-        backgrounds += [read_image(f) for f in coco.files[::COCO_TEXTURE_STRIDE]]
-    if "tiny-imagenet" in parts:
-        objects.append(BoxListSequences(root / PART_PATHS["tiny-imagenet"]))
-    sources: dict[str, list] = {"sequences": train, "stills": stills}
-    if synthetic_sequences > 0:
-        options = {} if synthetic_config is None else {"config": synthetic_config}
-        sources["synthetic"] = SyntheticSequences(
-            synthetic_sequences,
-            seed=seed,
-            textures=ImageTextures(backgrounds),
-            objects=ObjectPatches(objects),
-            **options,
-        )
-    return sources, held_out
+
+def pack_data(**changes) -> DataConfig:
+    """The data of the pack presets (:class:`~ebmtrack.training.sources.pack.PackSource`): the
+    pack's tracks minus :data:`PACK_HOLDOUT`, its still images and 2000 generated sequences."""
+    return DataConfig(
+        source="pack",
+        pack=pack_folder(),
+        holdout=list(PACK_HOLDOUT),
+        synthetic_sequences=2000,
+        weights={"sequences": 1.0, "stills": 0.5, "synthetic": 1.5},
+        **changes,
+    )
+
+
+def pack_cpu() -> IoUNetExperiment:
+    """``default-cpu``'s head, crops and loop on the training pack: its real tracks, coco128's
+    objects and generated sequences with objects of all three parts as targets."""
+    return dataclasses.replace(default_cpu(), preset="pack-cpu", data=pack_data())
+
+
+def pack_stream() -> IoUNetExperiment:
+    """``pack-cpu``'s head on the whole training pack (its clips too), every sample a fresh pair
+    whose int8 backbone features a DataLoader worker computes
+    (:mod:`ebmtrack.training.feature_stream`): 40 epochs of 16 384 distinct pairs."""
+    # The trackers' default backbone path; a checkpoint every epoch.
+    base = pack_cpu()
+    return dataclasses.replace(
+        base,
+        preset="pack-stream",
+        data=pack_data(pack_parts=list(PARTS)),
+        feature_cache=FeatureCacheConfig(),
+        feature_stream=FeatureStreamConfig(enabled=True),
+        trainer=dataclasses.replace(
+            base.trainer,
+            epochs=40,
+            samples_per_epoch=16384,
+            batch_size=32,
+            lr_step_epochs=15,
+            val_every=1,
+            val_samples=512,
+            num_workers=1,
+        ),
+    )
+
+
+def dimp_pack_cpu() -> DiMPExperiment:
+    """``dimp-cpu`` on the training pack."""
+    return dataclasses.replace(dimp_cpu(), preset="dimp-pack-cpu", data=pack_data(max_gap=30))
