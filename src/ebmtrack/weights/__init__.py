@@ -1,6 +1,9 @@
-"""Weights shipped inside the package: the default tracker's IoU-Net, MobileNetV2's ImageNet
-features and the activation ranges of its int8 model (see ``README.md`` in this folder for how
-they were made, checksums and licences)."""
+"""Weights shipped inside the package: the trackers' box heads, DiMP's classifier, MobileNetV2's
+ImageNet features, the activation ranges of its int8 model and the confidence calibrators. One
+table, :data:`~ebmtrack.weights.table.SHIPPED`, names them by (role, backbone, tag), and
+:func:`~ebmtrack.weights.table.shipped_file` looks one up (see ``README.md`` in this folder for
+how they were made, checksums and licences). The functions below are that lookup for one role
+each, None where nothing ships."""
 
 from __future__ import annotations
 
@@ -8,25 +11,32 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ebmtrack.weights.packed import packed_exists
+from ebmtrack.weights.table import (
+    DEFAULT_TAG,
+    FOLDER,
+    SHIPPED,
+    ShippedFile,
+    find_shipped,
+    shipped_file,
+)
 
 __all__ = [
+    "DEFAULT_TAG",
+    "SHIPPED",
     "DefaultModel",
+    "ShippedFile",
     "confidence_calibrators",
     "default_model",
     "dimp_classifier",
+    "find_shipped",
     "int8_ranges",
     "nce_box_head",
     "pack_box_head",
     "shipped_backbone_weights",
+    "shipped_file",
 ]
 
-FOLDER = Path(__file__).resolve().parent
 RECORD_FILE = "default_model.json"
-NCE_BOX_HEAD = "iou_net_nce_mobilenetv2.safetensors"
-DIMP_CLASSIFIER = "dimp_classifier_mobilenetv2.safetensors"
-PACK_BOX_HEAD = "iou_net_pack_mobilenetv2.safetensors"
-INT8_RANGES = "int8_ranges.json"
 
 
 @dataclass(frozen=True)
@@ -64,54 +74,52 @@ def default_model() -> DefaultModel | None:
     )
 
 
+def _path(role: str, backbone: str, tag: str = DEFAULT_TAG) -> Path | None:
+    entry = find_shipped(role, backbone, tag)
+    return entry.path if entry is not None else None
+
+
 def shipped_backbone_weights(backbone: str) -> tuple[Path, str] | None:
     """(path, sha256) of the ImageNet weights shipped for ``backbone``, or None if none ship."""
-    model = default_model()
-    if model is None or model.backbone != backbone or not packed_exists(model.backbone_weights):
-        return None
-    digests = {entry["file"]: entry["sha256"] for entry in model.record.get("files", [])}
-    sha256 = digests.get(model.backbone_weights.name)
-    return (model.backbone_weights, sha256) if sha256 else None
+    entry = find_shipped("backbone", backbone)
+    return (entry.path, entry.sha256) if entry is not None and entry.sha256 else None
 
 
 def nce_box_head(backbone: str = "mobilenetv2") -> Path | None:
     """The IoU-Net trained with NCE+ that ships for ``backbone`` (the box head of the
-    ``dimp-nce+`` tracker), or None if none ships for it."""
-    path = FOLDER / NCE_BOX_HEAD
-    return path if backbone == "mobilenetv2" and path.is_file() else None
+    ``dimp-nce+`` tracker; tag ``nce``), or None if none ships for it."""
+    return _path("box-head", backbone, "nce")
 
 
 def dimp_classifier(backbone: str = "mobilenetv2") -> Path | None:
     """DiMP's target classifier trained offline for ``backbone`` (``ebmtrack train --preset
     dimp-cpu``; a ``DiMPClassifier`` file for :func:`ebmtrack.models.serialization.load_model`),
     or None if none ships for it."""
-    path = FOLDER / DIMP_CLASSIFIER
-    return path if backbone == "mobilenetv2" and path.is_file() else None
+    return _path("dimp-classifier", backbone)
 
 
-def int8_ranges() -> Path | None:
-    """The activation ranges of the int8 backbones (``backbone_runtime="onnx-int8"``; read by
-    :func:`ebmtrack.models.backbones.int8.load_ranges`), or None if this installation has none."""
-    path = FOLDER / INT8_RANGES
-    return path if path.is_file() else None
+def int8_ranges(backbone: str = "mobilenetv2") -> Path | None:
+    """The activation ranges of the int8 backbone ``backbone`` (``backbone_runtime="onnx-int8"``;
+    read by :func:`ebmtrack.models.backbones.int8.load_ranges`), or None if none ship."""
+    return _path("int8-ranges", backbone)
 
 
 def pack_box_head(backbone: str = "mobilenetv2") -> Path | None:
     """The IoU-Net trained with NCE+ on the training pack (``ebmtrack train --preset pack-cpu
     --loss nce+``) that ships for ``backbone`` (the box head of the ``atom-gated`` and
-    ``atom-polished`` trackers), or None if none ships for it."""
-    path = FOLDER / PACK_BOX_HEAD
-    return path if backbone == "mobilenetv2" and path.is_file() else None
+    ``atom-polished`` trackers; tag ``pack``), or None if none ships for it."""
+    return _path("box-head", backbone, "pack")
 
 
-CONFIDENCE_CALIBRATORS = "confidence_mobilenetv2.json"
-CONFIDENCE_SHA256 = "b8ea106284741049b9de853df5f6e0560224b0972706e534140e3abbeca7a8fe"
-"""sha256 of the shipped calibrator file (``python studies/confidence.py fit`` prints
-it); the file is refused when it differs."""
+_CALIBRATOR = next(e for e in SHIPPED if e.role == "calibrator")
+CONFIDENCE_CALIBRATORS = _CALIBRATOR.file
+CONFIDENCE_SHA256 = _CALIBRATOR.sha256
+"""sha256 of the shipped calibrator file (``python studies/confidence.py fit`` prints it;
+the table holds it); the file is refused when it differs."""
 
 
-def confidence_calibrators() -> tuple[Path, str] | None:
-    """(path, sha256) of the shipped confidence calibrators of the MobileNetV2 trackers
+def confidence_calibrators(backbone: str = "mobilenetv2") -> tuple[Path, str] | None:
+    """(path, sha256) of the shipped confidence calibrators of the trackers on ``backbone``
     (:func:`ebmtrack.tracking.calibrator.load_calibrators`), or None if none ship."""
-    path = FOLDER / CONFIDENCE_CALIBRATORS
-    return (path, CONFIDENCE_SHA256) if path.is_file() else None
+    entry = find_shipped("calibrator", backbone)
+    return (entry.path, entry.sha256) if entry is not None else None

@@ -177,18 +177,19 @@ def load_ranges(path: str | Path) -> list[ActivationRanges]:
     return result
 
 
-def shipped_ranges_file() -> Path | None:
-    """The table that ships in :mod:`ebmtrack.weights`, or None."""
-    from ebmtrack.weights import int8_ranges
+def shipped_ranges_file(backbone: str = "mobilenetv2") -> Path | None:
+    """The table of ``backbone``'s ranges that ships in :mod:`ebmtrack.weights`, or None."""
+    from ebmtrack.weights import find_shipped
 
-    return int8_ranges()
+    shipped = find_shipped("int8-ranges", backbone)
+    return shipped.path if shipped is not None else None
 
 
 def find_ranges(
     backbone: str, weights_key: str, path: str | Path | None = None
 ) -> ActivationRanges | None:
     """The entry of ``path`` (default: the shipped table) for these weights, or None."""
-    path = Path(path) if path is not None else shipped_ranges_file()
+    path = Path(path) if path is not None else shipped_ranges_file(backbone)
     if path is None or not path.is_file():
         return None
     for entry in load_ranges(path):

