@@ -313,7 +313,7 @@ def test_backbones_without_shipped_weights_name_the_flag(sequence, cli):
     assert "needs --backbone-weights FILE for backbone resnet50" in error_line(done, "train")
     done = cli("track", sequence, "--init", INIT, "--tracker", "kcf", "--backbone", "resnet18")
     # The registry's message, the same as load_tracker's (tests/cli/test_tracker_options.py).
-    assert "tracker 'kcf' takes no option(s) backbone" in error_line(done, "track")
+    assert "--backbone resnet18: tracker 'kcf' has no backbone of ours" in error_line(done, "track")
 
 
 @pytest.mark.slow

@@ -17,14 +17,8 @@ from ebmtrack.cli.main import (
     positive_int,
     threads,
 )
-from ebmtrack.cli.options import OPTION_HELP, add_option, parse_option
-from ebmtrack.cli.trackers import (
-    PEER_MODEL_TRACKERS,
-    add_peer_models_argument,
-    check_tracker_options,
-    device_option,
-    peer_models_check,
-)
+from ebmtrack.cli.options import OPTION_HELP, parse_option
+from ebmtrack.cli.trackers import add_peer_models_argument, tracker_options
 
 
 def _names(text: str) -> list[str]:
@@ -192,54 +186,48 @@ def _labels(names: list[str]) -> dict[str, str]:
     return labels
 
 
-def _tracker_options(
+def _option_items(
     args: argparse.Namespace, labels: dict[str, str]
-) -> tuple[dict[str, dict], dict[str, dict]]:
-    """``--option atom.search_size=256 --weights w`` -> ``{"atom": {"search_size": 256,
-    "weights": Path("w")}}`` (one dict per label of ``--trackers``), and the flag each option
-    came from (``{"atom": {"search_size": "--option atom.search_size=256"}}``)."""
+) -> dict[str, list[tuple[str, object, str]]]:
+    """``--option atom.search_size=256`` -> ``{"atom": [("search_size", 256,
+    "atom.search_size=256")]}``: the ``--option`` items of each label of ``--trackers``."""
     from ebmtrack.tracking.registry import canonical_name
 
-    options: dict[str, dict] = {label: {} for label in labels}
-    origins: dict[str, dict] = {label: {} for label in labels}
+    items: dict[str, list] = {label: [] for label in labels}
     for item in args.option:
         target, value = parse_option(item, form="TRACKER.KEY=VALUE")
         tracker, dot, key = target.rpartition(".")
         if not (dot and tracker and key):
             raise CLIError(f"--option must look like TRACKER.KEY=VALUE, got {item!r}")
         tracker = canonical_name(tracker)
-        if tracker not in options:
+        if tracker not in items:
             raise CLIError(f"--option {item!r}: {tracker!r} is not among --trackers")
-        add_option(options[tracker], key, value, f"--option {item!r}")
-        origins[tracker][key] = f"--option {item}"
-    if args.weights is not None:
-        for label in labels:
-            add_option(options[label], "weights", args.weights, f"--weights for {label!r}")
-            origins[label]["weights"] = f"--weights {args.weights}"
-    return options, origins
+        items[tracker].append((key, value, item))
+    return items
 
 
 def _specs(args: argparse.Namespace, labels: dict[str, str], create: bool) -> tuple[list, dict]:
     """One TrackerSpec per label, and with ``create`` what each is (its provenance): each is
-    built once, so that a missing model file or a bad option fails now, in one line."""
+    built once, so that a missing model file or a bad option fails now, in one line. The
+    options come from the flags (``--weights`` and ``--device`` for every tracker,
+    ``--peer-models`` where it applies) and each label's ``--option`` items, by the route of
+    ``track`` (:func:`~ebmtrack.cli.trackers.tracker_options`)."""
     from ebmtrack.evaluation.provenance import tracker_provenance
     from ebmtrack.evaluation.runner import TrackerSpec
     from ebmtrack.tracking.registry import get_factory
 
     specs, built = [], {}
-    options_of, origins = _tracker_options(args, labels)
-    for label, options in options_of.items():
+    flags = {"--device": args.device, "--weights": args.weights, "--peer-models": args.peer_models}
+    for label, items in _option_items(args, labels).items():
         name = labels[label]
-        if name in PEER_MODEL_TRACKERS:
-            if args.peer_models is not None:
-                options.setdefault("model_dir", args.peer_models)
-            elif create and not options:
-                peer_models_check(name, args.peer_models)
-        device = device_option(name, args.device)
-        if device is not None:
-            options.setdefault("device", device)
-            origins[label].setdefault("device", f"--device {args.device}")
-        check_tracker_options(name, options, origins[label])
+        options = tracker_options(
+            name,
+            flags,
+            items,
+            optional=("--peer-models",),
+            need_files=create,
+            hint=lambda key, label=label: f"--option {label}.{key}=FILE",
+        )
         spec = TrackerSpec(label, get_factory(name), options, tracker=name)
         if create:
             built[label] = tracker_provenance(spec.create())

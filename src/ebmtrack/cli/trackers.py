@@ -1,18 +1,25 @@
-"""The tracker options of ``track`` and ``demo`` (and ``--peer-models`` of ``eval``): one flag per
-setting, checked here so that errors name the flag, not the Python argument behind it."""
+"""The tracker options of ``track``, ``demo`` and ``eval``: one route from the flags and the
+``--option`` items to a tracker's options (:func:`tracker_options`), checked by the registry
+(:func:`ebmtrack.tracking.registry.check_options`) so that errors name the flag, not the
+Python argument behind it.
+
+What each flag applies to follows the registry's :class:`~ebmtrack.tracking.registry.TrackerKind`
+of the tracker: ``--weights`` to the trackers that take box-head weights, ``--backbone``,
+``--backbone-weights`` and ``--onnx`` to those with a backbone of ours, ``--peer-models`` to
+those that read model files (and to a NanoTrack backbone of ours). A flag that does not apply is
+refused, naming the flag.
+"""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ebmtrack.cli.main import CLIError, resolve_device
 from ebmtrack.cli.options import add_option, parse_option
 
-# Trackers with a backbone of ours: the registry's own (a test keeps the two lists equal).
-OURS = ("atom", "atom-iounet", "atom-gated", "atom-polished", "atom-lt", "dimp-nce+")
-WITH_BOX_HEAD = ("atom-iounet", "atom-gated", "atom-polished", "dimp-nce+")
-PEER_MODEL_TRACKERS = ("nanotrack", "vit")  # OpenCV's DNN trackers, from ONNX files
 NANOTRACK_BACKBONE_FILE = "nanotrack_backbone_sim.onnx"
 
 PEER_MODELS_HELP = (
@@ -21,28 +28,55 @@ PEER_MODELS_HELP = (
 )
 
 
+@dataclass(frozen=True)
+class Flag:
+    """A flag that sets one tracker option.
+
+    Attributes:
+        option: the option it sets.
+        value: the option's value from the flag's (None: the flag's own).
+        shown: how an error names the flag: with its value (``--weights w.safetensors``) or
+            alone (``--onnx``).
+    """
+
+    option: str
+    value: object = None
+    shown: bool = True
+
+
+FLAGS: dict[str, Flag] = {  # the flags of track, demo and eval that set an option
+    "--backbone": Flag("backbone"),
+    "--weights": Flag("weights"),
+    "--backbone-weights": Flag("backbone_weights"),
+    "--search-size": Flag("search_size"),
+    "--onnx": Flag("backbone_runtime", "onnx", shown=False),
+}
+
+
 def add_peer_models_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--peer-models", type=Path, metavar="DIR", help=PEER_MODELS_HELP)
 
 
 def add_tracker_arguments(parser: argparse.ArgumentParser) -> None:
     """``--tracker``, ``--weights``, ``--backbone``, ``--backbone-weights``, ``--peer-models``."""
+    from ebmtrack.tracking.registry import tracker_names
+
     parser.add_argument(
         "--tracker",
         default="atom",
-        help=f"registered tracker name (default atom): {', '.join(OURS)}, or OpenCV's "
-        "csrt, kcf, mil, mosse, medianflow, tld, boosting, nanotrack, vit",
+        help=f"registered tracker name (default atom): {', '.join(tracker_names())}",
     )
     parser.add_argument(
         "--weights",
         type=Path,
         metavar="FILE",
-        help=f"box-head weights (.safetensors) of {', '.join(WITH_BOX_HEAD[:-1])} (an IoU-Net) "
-        "or dimp-nce+ (option weights)",
+        help="box-head weights (.safetensors) of the trackers that take them: an IoU-Net for "
+        "the atom trackers, an EBM head for dimp-nce+ (option weights; default: the head "
+        "shipped for the tracker and backbone)",
     )
     parser.add_argument(
         "--backbone",
-        help=f"backbone of {', '.join(OURS)} (option backbone; default "
+        help="backbone of the trackers with a backbone of ours (option backbone; default "
         "mobilenetv2; also efficientnet-lite0, resnet18, resnet50, nanotrack)",
     )
     parser.add_argument(
@@ -68,29 +102,6 @@ def peer_models_check(tracker: str, peer_models: Path | None) -> None:
         raise CLIError(f"--peer-models {peer_models}: not a folder")
 
 
-def _backbone_weights(backbone: str, args: argparse.Namespace) -> Path | None:
-    """The backbone file to load when ``--backbone-weights`` is not given, or None for the
-    shipped ImageNet weights."""
-    from ebmtrack.models.backbones import backbone_names
-    from ebmtrack.models.backbones.registry import FILE_BACKBONES, PACKAGED_WEIGHTS
-
-    if backbone not in backbone_names():
-        return None  # the tracker refuses it, naming the valid ones
-    if backbone in FILE_BACKBONES:
-        if args.peer_models is not None and (args.peer_models / NANOTRACK_BACKBONE_FILE).is_file():
-            return args.peer_models / NANOTRACK_BACKBONE_FILE
-        raise CLIError(
-            f"--backbone {backbone} needs --backbone-weights FILE (NanoTrack v2's "
-            f"{NANOTRACK_BACKBONE_FILE}) or --peer-models DIR holding it"
-        )
-    if backbone not in PACKAGED_WEIGHTS:
-        raise CLIError(
-            f"--backbone {backbone} needs --backbone-weights FILE: no ImageNet weights ship for "
-            f"it (e.g. torchvision's {backbone}-*.pth, or a .safetensors copy)"
-        )
-    return None
-
-
 def device_option(tracker: str, device: str | None) -> str | None:
     """The ``device`` option of ``tracker`` from ``--device`` (None: leave the tracker's own).
 
@@ -113,94 +124,175 @@ def device_option(tracker: str, device: str | None) -> str | None:
 
 
 def _concerns(message: str, key: str) -> bool:
-    return message.startswith(f"{key} ") or f" {key} " in message or f"option(s) {key}" in message
+    return (
+        message.startswith(f"{key} ")
+        or f" {key} " in message
+        or f"option(s) {key}" in message
+        or f"option {key!r}" in message
+    )
 
 
 def check_tracker_options(name: str, options: dict, origins: dict[str, str]) -> None:
-    """The registry's checks of ``options`` for tracker ``name`` (names, types, ranges, the
-    backbone's name), as CLIError naming the flag the wrong value came from: ``origins`` maps
-    an option to its flag, e.g. ``{"search_size": "--search-size 100"}``."""
-    from ebmtrack.models.backbones import backbone_names
-    from ebmtrack.tracking.registry import check_options
+    """The registry's checks of ``options`` for tracker ``name``
+    (:func:`~ebmtrack.tracking.registry.check_options`), as CLIError naming the flag the wrong
+    value came from: ``origins`` maps an option to its flag, e.g. ``{"search_size":
+    "--search-size 100"}``."""
+    from ebmtrack.tracking.registry import check_options, kind_refusal
 
     try:
         check_options(name, options)
-        backbone = options.get("backbone")
-        if isinstance(backbone, str) and "backbone_weights" in _accepted(name):
-            if backbone not in backbone_names():
-                # the factories' message, word for word
-                raise ValueError(f"unknown backbone {backbone!r}; valid names: {backbone_names()}")
     except ValueError as err:
         message = str(err)
-        flag = next((origins[k] for k in origins if _concerns(message, k)), None)
+        refused = {key: kind_refusal(name, key) for key in origins}
+        flag = next((origins[k] for k in origins if refused[k] == message), None)
+        flag = flag or next((origins[k] for k in origins if _concerns(message, k)), None)
         if flag is None:
             raise
         raise CLIError(f"{flag}: {message}") from None
 
 
-def _accepted(name: str) -> set[str]:
-    from ebmtrack.tracking.registry import accepted_options
+def _backbone_weights(
+    backbone: str, origin: str, peer_models: Path | None, hint: str
+) -> Path | None:
+    """The backbone file to load when no ``backbone_weights`` option is given, or None for the
+    shipped ImageNet weights (``origin``: where the backbone was named; ``hint``: how this
+    command gives the option)."""
+    from ebmtrack.models.backbones import backbone_names
+    from ebmtrack.models.backbones.registry import FILE_BACKBONES, PACKAGED_WEIGHTS
 
-    return accepted_options(name)
+    if backbone not in backbone_names():
+        return None  # the registry refuses it, naming the valid ones
+    if backbone in FILE_BACKBONES:
+        if peer_models is not None and (peer_models / NANOTRACK_BACKBONE_FILE).is_file():
+            return peer_models / NANOTRACK_BACKBONE_FILE
+        raise CLIError(
+            f"{origin} needs {hint} (NanoTrack v2's {NANOTRACK_BACKBONE_FILE}) or "
+            "--peer-models DIR holding it"
+        )
+    if backbone not in PACKAGED_WEIGHTS:
+        raise CLIError(
+            f"{origin} needs {hint}: no ImageNet weights ship for it (e.g. torchvision's "
+            f"{backbone}-*.pth, or a .safetensors copy)"
+        )
+    return None
 
 
-FLAGS = {  # option -> the flag of track / demo that sets it
-    "backbone": "--backbone",
-    "weights": "--weights",
-    "backbone_weights": "--backbone-weights",
-    "device": "--device",
-    "search_size": "--search-size",
-    "backbone_runtime": "--onnx",
-}
+def _flag_options(name: str, flags: Mapping[str, object], optional: Sequence[str]):
+    """The options the flags set, and the flag each came from; a flag of a kind the tracker is
+    not is refused (``optional`` flags are left out instead)."""
+    from ebmtrack.tracking.registry import kind_refusal
+
+    options, origins = {}, {}
+    device = device_option(name, flags.get("--device"))  # first: no GPU is one line anywhere
+    if device is not None:
+        options["device"], origins["device"] = device, f"--device {flags['--device']}"
+    for flag, given in flags.items():
+        if flag in ("--device", "--peer-models") or given is None or given is False:
+            continue
+        spec = FLAGS[flag]
+        shown = f"{flag} {given}" if spec.shown else flag
+        refusal = kind_refusal(name, spec.option)
+        if refusal is not None:
+            if flag in optional:
+                continue
+            raise CLIError(f"{shown}: {refusal}")
+        options[spec.option] = spec.value if spec.value is not None else given
+        origins[spec.option] = shown
+    return options, origins
+
+
+def tracker_options(
+    name: str,
+    flags: Mapping[str, object],
+    items: Sequence[tuple[str, object, str]] = (),
+    *,
+    optional: Sequence[str] = (),
+    need_files: bool = True,
+    hint: Callable[[str], str] | None = None,
+) -> dict:
+    """The options of tracker ``name`` (registered, canonical) from the command line, the one
+    route of ``track``, ``demo`` and ``eval``.
+
+    Args:
+        name: the tracker.
+        flags: flag -> its value (None or False: not given), e.g. ``{"--weights":
+            Path("w.safetensors"), "--device": "auto", "--peer-models": Path("peers")}``; the
+            flags of :data:`FLAGS`, ``--device`` (:func:`device_option`) and ``--peer-models``
+            (the ``model_dir`` of a tracker that reads model files; a NanoTrack backbone's file).
+        items: the ``--option`` items of this tracker: (key, value, the item as typed).
+        optional: flags given to every tracker of a command (``eval``'s ``--peer-models``):
+            left out where they do not apply instead of refused.
+        need_files: check that the files the tracker reads are given (False: options only, for
+            a report of results already made).
+        hint: how the command gives an option, for the errors (default ``--option KEY=VALUE``).
+
+    Raises:
+        CLIError: a flag that does not apply, an option the tracker does not take or a wrong
+            value (naming the flag or item it came from), a file that is missing.
+    """
+    from ebmtrack.tracking.registry import tracker_kind
+
+    hint = hint or (lambda key: f"--option {key}=VALUE")
+    kind = tracker_kind(name)
+    options, origins = _flag_options(name, flags, optional)
+    for key, value, item in items:
+        add_option(options, key, value, f"--option {item!r}")
+        origins[key] = f"--option {item}"
+    check_tracker_options(name, options, origins)
+    peer_models = flags.get("--peer-models")
+    if kind.model_files:
+        from ebmtrack.tracking.opencv import MODEL_FILES
+
+        given = "model_dir" in options or set(options) & set(MODEL_FILES.get(name, ()))
+        if peer_models is not None and "model_dir" not in options:
+            peer_models_check(name, peer_models)
+            options["model_dir"] = peer_models
+        elif need_files and not given:
+            peer_models_check(name, peer_models)
+    elif not kind.backbone and peer_models is not None and "--peer-models" not in optional:
+        raise CLIError(f"--peer-models: not used by --tracker {name}")
+    for flag in ("--weights", "--backbone-weights"):
+        path = flags.get(flag)
+        if need_files and path is not None and not Path(path).is_file():
+            raise CLIError(f"{flag} {path}: file not found")
+    backbone = options.get("backbone", "mobilenetv2")
+    if kind.backbone and isinstance(backbone, str) and "backbone_weights" not in options:
+        origin = origins.get("backbone", f"backbone {backbone}")
+        try:
+            found = _backbone_weights(backbone, origin, peer_models, hint("backbone_weights"))
+        except CLIError:
+            if need_files:
+                raise
+            found = None
+        if found is not None:
+            options["backbone_weights"] = found
+    return options
 
 
 def tracker_settings(args: argparse.Namespace) -> tuple[str, dict]:
-    """``(name, options)`` for :func:`ebmtrack.api.load_tracker` from the parsed flags.
-
-    The tracker flags (``--backbone``, ``--weights``, ``--device``, ...) and every ``--option
-    KEY=VALUE`` are options of whichever tracker is named; the registry refuses those it does not
-    take, with the same message as ``load_tracker``. Refused here (CLIError naming the flag): a
-    setting that cannot work (a DNN peer without its files, a backbone without weights, a
-    missing weights file) and ``--peer-models`` for a tracker that reads no model files.
-    """
+    """``(name, options)`` for :func:`ebmtrack.api.load_tracker` from the parsed flags of
+    ``track`` or ``demo`` (:func:`tracker_options`: the flags and every ``--option
+    KEY=VALUE``)."""
     from ebmtrack.tracking.registry import canonical_name, get_factory
 
     name = canonical_name(args.tracker)
     get_factory(name)  # an unknown name: one line with the closest one
     flags = {
-        "backbone": args.backbone,
-        "weights": args.weights,
-        "backbone_weights": args.backbone_weights,
-        "device": device_option(name, getattr(args, "device", None)),
-        "search_size": getattr(args, "search_size", None),
-        "backbone_runtime": "onnx" if getattr(args, "onnx", False) else None,
+        "--device": getattr(args, "device", None),
+        "--backbone": args.backbone,
+        "--weights": args.weights,
+        "--backbone-weights": args.backbone_weights,
+        "--search-size": getattr(args, "search_size", None),
+        "--onnx": getattr(args, "onnx", False),
+        "--peer-models": args.peer_models,
     }
-    options = {key: value for key, value in flags.items() if value is not None}
-    origins = {
-        key: FLAGS[key] if key == "backbone_runtime" else f"{FLAGS[key]} {value}"
-        for key, value in options.items()
-    }
+    items = []
     for item in getattr(args, "option", None) or []:
         key, value = parse_option(item)
-        add_option(options, key, value, f"--option {item!r}")
-        origins[key] = f"--option {item}"
-    check_tracker_options(name, options, origins)
-    if name in PEER_MODEL_TRACKERS:
-        if "model_dir" not in options:
-            peer_models_check(name, args.peer_models)
-            options["model_dir"] = args.peer_models
-        return name, options
-    if name not in OURS:
-        if args.peer_models is not None:
-            raise CLIError(f"--peer-models: not used by --tracker {name}")
-        return name, options
-    if args.backbone_weights is not None and not args.backbone_weights.is_file():
-        raise CLIError(f"--backbone-weights {args.backbone_weights}: file not found")
-    backbone = options.get("backbone", "mobilenetv2")
-    if isinstance(backbone, str) and "backbone_weights" not in options:
-        backbone_weights = _backbone_weights(backbone, args)
-        if backbone_weights is not None:
-            options["backbone_weights"] = backbone_weights
-    if args.weights is not None and not args.weights.is_file():
-        raise CLIError(f"--weights {args.weights}: file not found")
-    return name, options
+        items.append((key, value, item))
+    flag_of = {spec.option: flag for flag, spec in FLAGS.items() if spec.shown}
+
+    def hint(key: str) -> str:
+        return f"{flag_of[key]} FILE" if key in flag_of else f"--option {key}=VALUE"
+
+    return name, tracker_options(name, flags, items, hint=hint)

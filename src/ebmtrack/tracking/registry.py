@@ -4,7 +4,11 @@
 Each of our tracker variants is a :class:`TrackerVariant`: a factory and the named parameter set
 it is built with (as pytracking's parameter files), so ``atom`` and ``atom-iounet`` are two
 entries over one factory. Options given by the caller override the parameter set's values; an
-option the variant does not take is refused, naming the valid ones.
+option the variant does not take is refused, naming the valid ones. Each entry also says what
+kind of tracker it is (:class:`TrackerKind`: a backbone of ours, box-head weights, model files
+of its own), which the command line's flags follow (:func:`trackers_of_kind`,
+:func:`kind_refusal`). :func:`check_options` is the one check of a tracker's options, for
+:func:`create_tracker`, ``ebmtrack.load_tracker`` and every command.
 
 Factories must be picklable (module-level functions, classes or ``functools.partial`` of them):
 the evaluation runner sends them to worker processes. Trackers whose modules are slow to import
@@ -28,6 +32,7 @@ from ebmtrack.tracking.opencv import MODEL_FILES, OPENCV_TRACKERS, OpenCVTracker
 __all__ = [
     "LAZY_TRACKERS",
     "TRACKERS",
+    "TrackerKind",
     "TrackerVariant",
     "accepted_options",
     "check_options",
@@ -35,11 +40,45 @@ __all__ = [
     "create_tracker",
     "default_options",
     "get_factory",
+    "kind_refusal",
     "register_tracker",
+    "tracker_kind",
     "tracker_names",
+    "trackers_of_kind",
 ]
 
 TrackerFactory = Callable[..., Tracker]
+
+
+@dataclass(frozen=True)
+class TrackerKind:
+    """What a tracker reads besides its parameters.
+
+    Attributes:
+        backbone: a backbone of ours (options ``backbone``, ``backbone_weights``,
+            ``backbone_runtime``).
+        box_head: box-head weights (option ``weights``; the tracker refuses them where its
+            parameters turn the box head off).
+        model_files: model files of its own (OpenCV's DNN trackers: ``model_dir`` or one option
+            per file).
+    """
+
+    backbone: bool = False
+    box_head: bool = False
+    model_files: bool = False
+
+
+# Our trackers: a backbone of ours and a box head (atom's is off unless its options turn it on).
+OUR_TRACKER = TrackerKind(backbone=True, box_head=True)
+
+# Options only a tracker of one kind takes: (the TrackerKind field, what the others are told).
+_KIND_OPTIONS: dict[str, tuple[str, str]] = {
+    "weights": ("box_head", "takes no box-head weights"),
+    "backbone": ("backbone", "has no backbone of ours"),
+    "backbone_weights": ("backbone", "has no backbone of ours"),
+    "backbone_runtime": ("backbone", "has no backbone of ours"),
+    "model_dir": ("model_files", "reads no model files"),
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,6 +93,7 @@ class TrackerVariant:
             options besides the factory's own keyword arguments (weights files, backbone).
         summary: what the variant is, in one line.
         more_options: options the factory takes through ``**kwargs`` besides those.
+        kind: what kind of tracker it is (what it reads besides its parameters).
     """
 
     factory: TrackerFactory
@@ -61,6 +101,7 @@ class TrackerVariant:
     params_type: type | None = None
     summary: str = ""
     more_options: tuple[str, ...] = ()
+    kind: TrackerKind = TrackerKind()
 
     def options(self) -> set[str]:
         """The option names this variant takes."""
@@ -86,6 +127,7 @@ TRACKERS: dict[str, TrackerFactory] = {
         functools.partial(OpenCVTracker, kind),
         summary=f"OpenCV's {kind}",
         more_options=tuple(MODEL_FILES.get(kind, ())),
+        kind=TrackerKind(model_files=kind in MODEL_FILES),
     )
     for kind in OPENCV_TRACKERS
 }
@@ -155,6 +197,36 @@ def tracker_names() -> list[str]:
     return sorted(set(TRACKERS) | set(LAZY_TRACKERS))
 
 
+def tracker_kind(name: str) -> TrackerKind:
+    """What kind of tracker ``name`` is (a factory that is not a :class:`TrackerVariant`:
+    none of the kinds)."""
+    factory = get_factory(name)
+    return factory.kind if isinstance(factory, TrackerVariant) else TrackerKind()
+
+
+def trackers_of_kind(**fields: bool) -> list[str]:
+    """The registered names whose :class:`TrackerKind` has these field values, sorted, e.g.
+    ``trackers_of_kind(box_head=True)`` (imports the lazily registered trackers)."""
+    unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(TrackerKind)})
+    if unknown:
+        raise ValueError(f"TrackerKind has no field(s) {', '.join(unknown)}")
+    return [
+        name
+        for name in tracker_names()
+        if all(getattr(tracker_kind(name), key) == value for key, value in fields.items())
+    ]
+
+
+def kind_refusal(name: str, option: str) -> str | None:
+    """Why tracker ``name`` cannot take ``option`` when the option needs a kind of tracker
+    (:class:`TrackerKind`) it is not, e.g. ``tracker 'csrt' takes no box-head weights``; None
+    otherwise."""
+    needs = _KIND_OPTIONS.get(option)
+    if needs is None or getattr(tracker_kind(name), needs[0]):
+        return None
+    return f"tracker {canonical_name(name)!r} {needs[1]}"
+
+
 def accepted_options(name: str) -> set[str]:
     """Keyword options the factory of ``name`` accepts (for a plain factory that also takes
     ``**kwargs``, the named ones)."""
@@ -165,15 +237,24 @@ def accepted_options(name: str) -> set[str]:
 
 
 def check_options(name: str, options: dict) -> None:
-    """Raise ValueError if tracker ``name`` cannot take one of ``options`` (a plain factory that
-    takes ``**kwargs`` checks them itself)."""
+    """Raise ValueError if tracker ``name`` cannot take one of ``options``: a renamed option
+    (its new name), an option it does not take (the closest or the valid ones; what kind of
+    tracker it is not, for the options of a kind), a value of the wrong type or range, an
+    unknown backbone. A plain factory that takes ``**kwargs`` checks them itself."""
     factory = get_factory(name)
     if not isinstance(factory, TrackerVariant):
         parameters = inspect.signature(factory).parameters.values()
         if any(p.kind == p.VAR_KEYWORD for p in parameters):
             return
+    renamed = getattr(getattr(factory, "params_type", None), "renamed", None) or {}
+    moved = [f"{key!r} was renamed {renamed[key]!r}" for key in options if key in renamed]
+    if moved:
+        raise ValueError(f"tracker {name!r}: option {'; '.join(moved)}")
     valid = accepted_options(name)
     unknown = sorted(set(options) - valid)
+    refusals = [kind_refusal(name, key) for key in unknown]
+    if any(refusals):
+        raise ValueError(next(text for text in refusals if text))
     if unknown:
         hints = [_did_you_mean(key, valid) for key in unknown]
         if all(hints):  # typos: the closest names say more than the ~50 valid ones
@@ -185,6 +266,12 @@ def check_options(name: str, options: dict) -> None:
         )
     if isinstance(factory, TrackerVariant) and dataclasses.is_dataclass(factory.params_type):
         _check_params(factory, options)
+    backbone = options.get("backbone")
+    if isinstance(backbone, str) and tracker_kind(name).backbone:
+        from ebmtrack.models.backbones import backbone_names  # torch: our trackers only
+
+        if backbone not in backbone_names():  # the factories' message, word for word
+            raise ValueError(f"unknown backbone {backbone!r}; valid names: {backbone_names()}")
 
 
 _KINDS = {float: "a number", int: "an integer", bool: "true or false", str: "text"}

@@ -11,7 +11,7 @@ from ebmtrack.models.serialization import load_model
 from ebmtrack.tracking.atom.params import HEAD_MODES, AtomParams
 from ebmtrack.tracking.atom.tracker import AtomTracker
 from ebmtrack.tracking.calibrator import resolve_calibrator
-from ebmtrack.tracking.registry import TrackerVariant
+from ebmtrack.tracking.registry import OUR_TRACKER, TrackerVariant
 from ebmtrack.weights import DEFAULT_TAG, shipped_file
 
 __all__ = [
@@ -128,6 +128,7 @@ ATOM = TrackerVariant(
     {**CLASSIFIER_ONLY, "calibrator": "atom"},
     AtomParams,
     "ATOM's online classifier with a three-region scale search, no IoU-Net (the default)",
+    kind=OUR_TRACKER,
 )
 ATOM_IOUNET = TrackerVariant(
     create_atom_tracker,
@@ -135,6 +136,7 @@ ATOM_IOUNET = TrackerVariant(
     AtomParams,
     "ATOM as in the paper: the classifier's position, the box refined by an IoU-Net "
     "(default: the one shipped for MobileNetV2)",
+    kind=OUR_TRACKER,
 )
 # The head of atom-gated and atom-polished: the NCE+ IoU-Net trained on the training pack.
 _PACK_HEAD = {"box_head_tag": "pack"}
@@ -144,6 +146,7 @@ ATOM_GATED = TrackerVariant(
     AtomParams,
     "ATOM's classifier and scale search, the box taken from an IoU-Net where it predicts a "
     "gain (default: the NCE+ head trained on the training pack, shipped for MobileNetV2)",
+    kind=OUR_TRACKER,
 )
 ATOM_POLISHED = TrackerVariant(
     create_atom_tracker,
@@ -151,4 +154,5 @@ ATOM_POLISHED = TrackerVariant(
     AtomParams,
     "ATOM's classifier and scale search track; an IoU-Net refines the reported box only, so "
     "its errors never carry to the next frame (default: the pack-trained NCE+ head)",
+    kind=OUR_TRACKER,
 )

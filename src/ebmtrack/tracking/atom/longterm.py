@@ -24,7 +24,7 @@ from ebmtrack.tracking.atom.tracker import AtomTracker
 from ebmtrack.tracking.base import TrackResult, TrackStatus
 from ebmtrack.tracking.localize import upsample_scores
 from ebmtrack.tracking.longterm import LostSearch, is_found, is_lost
-from ebmtrack.tracking.registry import TrackerVariant
+from ebmtrack.tracking.registry import OUR_TRACKER, TrackerVariant
 from ebmtrack.tracking.search_region import as_rgb
 
 __all__ = ["ATOM_LT", "LONG_TERM", "AtomLTTracker", "create_atom_lt_tracker"]
@@ -156,4 +156,5 @@ ATOM_LT = TrackerVariant(
     AtomLTParams,
     "atom with a long-term mode: reports status 'lost' when the classifier loses the target, "
     "freezes its models, searches the whole frame and re-acquires the target",
+    kind=OUR_TRACKER,
 )

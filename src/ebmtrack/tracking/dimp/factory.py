@@ -14,7 +14,7 @@ from ebmtrack.models.serialization import load_model
 from ebmtrack.tracking.calibrator import resolve_calibrator
 from ebmtrack.tracking.dimp.params import DiMPParams
 from ebmtrack.tracking.dimp.tracker import DiMPTracker
-from ebmtrack.tracking.registry import TrackerVariant
+from ebmtrack.tracking.registry import OUR_TRACKER, TrackerVariant
 
 __all__ = ["DIMP_NCE_PLUS", "create_dimp_tracker"]
 
@@ -112,4 +112,5 @@ DIMP_NCE_PLUS = TrackerVariant(
     DiMPParams,
     "DiMP's classifier with the box refined by an EBM head trained with NCE+ (both shipped "
     "for MobileNetV2)",
+    kind=OUR_TRACKER,
 )
