@@ -175,3 +175,44 @@ def test_an_exponent_number_reaches_the_tracker_as_a_number(dataset, capsys):
     # YAML reads 1e-3 as a string; the tracker once failed on it with a traceback.
     assert main(_track(dataset, "atom", "--option", "learning_rate=1e-3")) == 0
     assert len(capsys.readouterr().out.strip().splitlines()) == 3
+
+
+def test_a_flag_that_does_not_apply_is_refused_by_the_flag(dataset, tmp_path, capsys):
+    # nanotrack takes a `backbone` option (its ONNX file), but --backbone names ours.
+    assert main(_track(dataset, "nanotrack", "--backbone", "resnet18")) == 2
+    refused = "--backbone resnet18: tracker 'nanotrack' has no backbone of ours"
+    assert _one_error(capsys, "track") == refused
+    assert main(_track(dataset, "kcf", "--onnx")) == 2
+    assert _one_error(capsys, "track") == "--onnx: tracker 'kcf' has no backbone of ours"
+    assert main(_track(dataset, "csrt", "--peer-models", str(tmp_path))) == 2
+    assert _one_error(capsys, "track") == "--peer-models: not used by --tracker csrt"
+    # eval gives --peer-models to the trackers that read model files only.
+    flags = ["--peer-models", str(tmp_path), "--no-progress"]
+    assert main(_eval(dataset, tmp_path, "kcf", *flags)) == 0
+    capsys.readouterr()
+
+
+def test_a_renamed_option_names_its_new_name_in_every_command(
+    dataset, tmp_path, capsys, monkeypatch
+):
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    @dataclass
+    class Params:
+        steps: int = 3
+        renamed: ClassVar[dict[str, str]] = {"old_steps": "steps"}
+
+        @classmethod
+        def names(cls):
+            return ["steps"]
+
+    monkeypatch.setattr(registry, "TRACKERS", dict(registry.TRACKERS))
+    registry.register_tracker("probe", registry.TrackerVariant(_probe, {}, Params))
+    message = "tracker 'probe': option 'old_steps' was renamed 'steps'"
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        ebmtrack.load_tracker("probe", old_steps=2)
+    assert main(_track(dataset, "probe", "--option", "old_steps=2")) == 2
+    assert _one_error(capsys, "track") == f"--option old_steps=2: {message}"
+    assert main(_eval(dataset, tmp_path, "probe", "--option", "probe.old_steps=2")) == 2
+    assert _one_error(capsys, "eval") == f"--option probe.old_steps=2: {message}"
