@@ -247,7 +247,13 @@ def check_options(name: str, options: dict) -> None:
         if any(p.kind == p.VAR_KEYWORD for p in parameters):
             return
     renamed = getattr(getattr(factory, "params_type", None), "renamed", None) or {}
-    moved = [f"{key!r} was renamed {renamed[key]!r}" for key in options if key in renamed]
+    moved = [  # a new name, or what to use instead (the params class's words)
+        f"{key!r} was renamed {renamed[key]!r}"
+        if renamed[key].isidentifier()
+        else f"{key!r} was renamed: use {renamed[key]}"
+        for key in options
+        if key in renamed
+    ]
     if moved:
         raise ValueError(f"tracker {name!r}: option {'; '.join(moved)}")
     valid = accepted_options(name)
