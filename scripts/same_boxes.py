@@ -5,7 +5,8 @@
     python scripts/same_boxes.py record after.npz ../shared/data/sequences
     python scripts/same_boxes.py compare before.npz after.npz
 
-``record`` runs each tracker (``--trackers``, default atom,dimp-nce+) on every sequence of the
+``record`` runs each tracker (``--trackers``, default every registered tracker with a backbone of
+ours) on every sequence of the
 data set the way ``ebmtrack eval`` does (a fresh tracker per sequence, the global generators
 seeded per sequence), with one torch thread so that float32 results are deterministic, and saves
 every box at full precision. ``compare`` exits 1 unless every box is bit-identical.
@@ -63,13 +64,18 @@ def main() -> int:
     rec = commands.add_parser("record", help="run trackers and save their boxes")
     rec.add_argument("out", help="output .npz file")
     rec.add_argument("dataset", help="data set folder or LAYOUT:PATH, as for ebmtrack eval")
-    rec.add_argument("--trackers", default="atom,dimp-nce+", help="comma-separated names")
+    rec.add_argument("--trackers", default="", help="comma-separated names (default: ours)")
     cmp = commands.add_parser("compare", help="compare two recordings exactly")
     cmp.add_argument("before")
     cmp.add_argument("after")
     args = parser.parse_args()
     if args.command == "record":
-        record(args.out, args.dataset, [t for t in args.trackers.split(",") if t])
+        names = [t for t in args.trackers.split(",") if t]
+        if not names:
+            from ebmtrack.tracking.registry import trackers_of_kind
+
+            names = trackers_of_kind(backbone=True)
+        record(args.out, args.dataset, names)
         return 0
     return compare(args.before, args.after)
 
