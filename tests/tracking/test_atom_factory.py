@@ -1,5 +1,8 @@
+import re
+
 import pytest
 
+from ebmtrack.api import load_tracker
 from ebmtrack.tracking.atom.factory import ATOM, ATOM_IOUNET, CLASSIFIER_ONLY, create_atom_tracker
 from ebmtrack.tracking.registry import create_tracker
 from ebmtrack.weights import default_model, pack_box_head
@@ -7,62 +10,90 @@ from ebmtrack.weights import default_model, pack_box_head
 
 def test_atom_is_the_classifier_with_its_scale_search():
     tracker = create_tracker("atom", search_size=96)
-    assert tracker.iou_net is None
+    assert tracker.box_head is None
     for name, value in CLASSIFIER_ONLY.items():
         assert getattr(tracker.params, name) == value
+    assert tracker.params.box_mode == "scale"
+    assert tracker.params.scale_factors == (1 / 1.05, 1.05)
     # The caller's options win over the parameter set's.
-    kept = create_tracker("atom", search_size=96, scale_factors=())
-    assert kept.params.scale_factors == () and kept.params.size_update_rate == 0.6
+    kept = create_tracker("atom", search_size=96, box_mode="position")
+    assert kept.params.box_mode == "position" and kept.params.size_update_rate == 0.6
 
 
 def test_atom_iounet_sizes_the_box_with_the_shipped_iou_net():
     tracker = create_tracker("atom-iounet", search_size=96)
-    assert tracker.iou_net is not None and tracker.params.use_iou_net
-    assert tracker.params.scale_factors == () and tracker.params.size_update_rate == 1.0
+    assert tracker.box_head is not None and tracker.params.box_mode == "refine"
+    assert tracker.box_estimator.slots == 1 and tracker.params.size_update_rate == 1.0
     given = create_tracker("atom-iounet", weights=default_model().iou_net, search_size=96)
-    assert given.iou_net is not None
+    assert given.box_head is not None
 
 
 def test_atom_gated_is_the_scale_search_with_the_pack_head_behind_a_margin():
     tracker = create_tracker("atom-gated", search_size=96)
-    assert tracker.iou_net is not None
+    assert tracker.box_head is not None and tracker.params.box_mode == "gated"
     for name, value in CLASSIFIER_ONLY.items():
-        if name != "use_iou_net":
+        if name != "box_mode":
             assert getattr(tracker.params, name) == value
-    assert tracker.params.iou_accept_margin == 0.1 and tracker.params.iou_step_length == 0.03
+    assert tracker.params.box_accept_margin == 0.1 and tracker.params.box_step_length == 0.03
     shipped = create_tracker("atom-iounet", weights=pack_box_head(), search_size=96)
     for (name, a), b in zip(
-        tracker.iou_net.state_dict().items(), shipped.iou_net.state_dict().values()
+        tracker.box_head.state_dict().items(), shipped.box_head.state_dict().values()
     ):
         assert a.equal(b), name
-    with pytest.raises(ValueError, match="iou_accept_margin needs use_iou_net=True"):
-        create_tracker("atom-gated", scale_factors=(), search_size=96)
+    # The variant's own fields are refused under a box mode that would not read them.
+    with pytest.raises(ValueError, match="box_step_length applies to box_mode refine or gated"):
+        create_tracker("atom-gated", box_mode="position", search_size=96)
+    with pytest.raises(ValueError, match="box_accept_margin applies to box_mode gated, not"):
+        create_tracker("atom-gated", box_mode="polished", box_accept_margin=0.2)
 
 
 def test_atom_polished_reports_the_pack_heads_box_and_keeps_the_scale_search():
     tracker = create_tracker("atom-polished", search_size=96)
-    assert tracker.iou_net is not None and tracker.params.iou_box_feedback is False
+    assert tracker.box_head is not None and tracker.params.box_mode == "polished"
     for name, value in CLASSIFIER_ONLY.items():
-        if name != "use_iou_net":
+        if name != "box_mode":
             assert getattr(tracker.params, name) == value
-    assert tracker.params.iou_accept_margin is None and tracker.params.iou_step_length == 0.1
+    assert tracker.params.box_step_length == 0.1
     gated = create_tracker("atom-gated", search_size=96)
     for (name, a), b in zip(
-        tracker.iou_net.state_dict().items(), gated.iou_net.state_dict().values()
+        tracker.box_head.state_dict().items(), gated.box_head.state_dict().values()
     ):
         assert a.equal(b), name
 
 
 def test_weights_without_an_iou_net_are_refused():
-    with pytest.raises(ValueError, match="use tracker 'atom-iounet'"):
-        create_tracker("atom", weights=default_model().iou_net, search_size=96)
+    for mode in ("scale", "position"):  # the box modes without an IoU-Net
+        with pytest.raises(ValueError, match=f"box_mode={mode!r}.: use tracker 'atom-iounet'"):
+            create_tracker("atom", box_mode=mode, weights=default_model().iou_net, search_size=96)
     with pytest.raises(ValueError, match="no box-head weights ship for backbone 'resnet18'"):
         create_tracker("atom-iounet", backbone="resnet18")
 
 
 def test_variants_share_the_factory_and_differ_in_their_parameter_sets():
     assert ATOM.factory is ATOM_IOUNET.factory is create_atom_tracker
-    assert ATOM.params["use_iou_net"] is False and ATOM_IOUNET.params["use_iou_net"] is True
+    assert ATOM.params["box_mode"] == "scale" and ATOM_IOUNET.params["box_mode"] == "refine"
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("use_iou_net", "box_mode ('refine', 'gated' or 'polished' with an IoU-Net"),
+        ("iou_box_feedback", "box_mode ('polished'"),
+        ("iou_accept_margin", "box_mode 'gated' with box_accept_margin"),
+        ("iou_steps", "box_steps"),
+        ("iou_step_length", "box_step_length"),
+        ("iou_top_k", "box_top_k"),
+    ],
+)
+def test_an_old_parameter_name_says_what_replaced_it(old, new):
+    hint = re.escape(f"parameter {old!r} was renamed: use {new}")
+    for name in ("atom", "atom-iounet", "atom-gated", "atom-lt"):
+        with pytest.raises(ValueError, match=hint):
+            create_tracker(name, **{old: 1})
+    with pytest.raises(ValueError, match=hint):
+        load_tracker("atom", **{old: 1})
+    with pytest.raises(ValueError, match=hint):
+        create_atom_tracker(**{old: 1})
 
 
 def test_unknown_parameter_is_named():
@@ -74,7 +105,7 @@ def test_unknown_parameter_is_named():
 
 
 def test_auto_runs_int8_for_the_classifier_alone_and_float32_under_a_box_head():
-    from ebmtrack.models.backbones.int8 import int8_available
+    from ebmtrack.models.backbones.runtime import int8_available
 
     alone = create_tracker("atom", precision="float32", search_size=96)
     gated = create_tracker("atom-gated", precision="float32", search_size=96)

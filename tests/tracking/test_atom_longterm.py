@@ -20,8 +20,7 @@ from ebmtrack.tracking.registry import accepted_options, tracker_names
 # atom's parameters (classifier and scale search, no IoU-Net) on small crops, float32.
 PARAMS = {
     "search_size": 128,
-    "use_iou_net": False,
-    "scale_factors": (1 / 1.05, 1.05),
+    "box_mode": "scale",
     "size_update_rate": 0.6,
     "precision": "float32",
     "backbone_runtime": "torch",
@@ -75,7 +74,7 @@ def _memory_snapshot(tracker):
         memory.samples.clone(),
         memory.weights.clone(),
         memory.num_stored,
-        {k: v.clone() for k, v in state.classifier.state_dict().items()},
+        {k: v.clone() for k, v in state.model.state_dict().items()},
     )
 
 

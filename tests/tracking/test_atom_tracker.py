@@ -1,3 +1,5 @@
+import re
+
 import cv2
 import numpy as np
 import pytest
@@ -7,7 +9,10 @@ from ebmtrack.models.backbones import create_backbone
 from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
 from ebmtrack.ops.boxes import iou_xywh
 from ebmtrack.tracking.atom import AtomParams, AtomTracker
+from ebmtrack.tracking.atom.box import IoUBoxEstimator
+from ebmtrack.tracking.atom.params import BOX_MODES, HEAD_MODES, SCALE_MODES
 from ebmtrack.tracking.base import Tracker, TrackStatus
+from ebmtrack.tracking.box_head import BoxHead
 
 SMALL = {"search_size": 96}
 
@@ -86,7 +91,7 @@ def iou(a, b):
 def test_follows_a_translating_object_with_the_classifier_alone(imagenet_backbone, device):
     frames, boxes = moving_object_sequence()
     # 160: below that the stride-16 score map is too coarse for a 40 px target (docs/atom.md).
-    params = AtomParams(use_iou_net=False, search_size=160, device=device.type)
+    params = AtomParams(box_mode="position", search_size=160, device=device.type)
     tracker = AtomTracker(imagenet_backbone, None, params)
     assert isinstance(tracker, Tracker)
     tracker.initialize(frames[0], boxes[0])
@@ -105,15 +110,13 @@ def test_follows_a_translating_object_with_the_classifier_alone(imagenet_backbon
 def test_scale_search_follows_a_growing_object(imagenet_backbone):
     frames, boxes = growing_object_sequence()
     final_sizes = {}
-    searches = {"none": ((), 1), "every frame": ((1 / 1.05, 1.05), 1)}
-    searches["every 3rd frame"] = ((1 / 1.05, 1.05), 3)
-    for name, (factors, interval) in searches.items():
-        params = AtomParams(
-            use_iou_net=False,
-            search_size=160,
-            scale_factors=factors,
-            scale_search_interval=interval,
-        )
+    searches = {
+        "none": {"box_mode": "position"},
+        "every frame": {"box_mode": "scale", "scale_factors": (1 / 1.05, 1.05)},
+        "every 3rd frame": {"box_mode": "scale", "scale_search_interval": 3},
+    }
+    for name, search in searches.items():
+        params = AtomParams(search_size=160, **search)
         tracker = AtomTracker(imagenet_backbone, None, params)
         tracker.initialize(frames[0], boxes[0])
         for frame in frames[1:]:
@@ -133,15 +136,15 @@ def test_scale_search_interval_crops_the_extra_regions_on_every_kth_frame(backbo
     batches = {}
     for interval in (1, 3):
         params = AtomParams(
-            use_iou_net=False,
+            box_mode="scale",
             scale_factors=(1 / 1.05, 1.05),
             scale_search_interval=interval,
             **SMALL,
         )
         tracker = AtomTracker(backbone, None, params)
         tracker.initialize(frames[0], boxes[0])
-        extract, sizes = tracker._extract, []
-        tracker._extract = lambda images, extract=extract, sizes=sizes: (
+        extract, sizes = tracker.search.extract, []
+        tracker.search.extract = lambda images, extract=extract, sizes=sizes: (
             sizes.append(len(images)) or extract(images)
         )
         for frame in frames[1:]:
@@ -182,7 +185,7 @@ def test_modulation_is_computed_once_per_sequence(backbone, iou_net, monkeypatch
 
 
 def test_training_schedule_and_hard_negative_update(backbone, monkeypatch):
-    import ebmtrack.tracking.atom.tracker as module
+    import ebmtrack.tracking.atom.classifier as module
 
     updates = []
     original = module.update_filter
@@ -193,7 +196,7 @@ def test_training_schedule_and_hard_negative_update(backbone, monkeypatch):
 
     monkeypatch.setattr(module, "update_filter", counting)
     frames, boxes = moving_object_sequence(num_frames=23)
-    tracker = AtomTracker(backbone, None, AtomParams(use_iou_net=False, **SMALL))
+    tracker = AtomTracker(backbone, None, AtomParams(box_mode="position", **SMALL))
     tracker.initialize(frames[0], boxes[0])
     statuses = {}
     for frame in frames[1:]:
@@ -248,7 +251,7 @@ def test_bad_inputs(backbone, iou_net):
         tracker.initialize(frames[0].astype(np.float32), boxes[0])
     with pytest.raises(ValueError, match="shape"):
         tracker.initialize(frames[0][:, :, :2], boxes[0])
-    with pytest.raises(ValueError, match="needs an iou_net"):
+    with pytest.raises(ValueError, match="box_mode='refine' needs a box_head"):
         AtomTracker(backbone, None, AtomParams())
     wrong = AtomIoUNet(IoUNetConfig(input_channels=(128, 256)))
     with pytest.raises(ValueError, match="IoU-Net expects"):
@@ -259,25 +262,68 @@ def test_bad_inputs(backbone, iou_net):
         AtomParams(device="tpu")
     with pytest.raises(ValueError, match="precision must be one of auto, float32"):
         AtomParams(precision="float16")
-    with pytest.raises(ValueError, match="needs iou_accept_margin"):
-        AtomParams(scale_factors=(0.95, 1.05))
-    with pytest.raises(ValueError, match="iou_accept_margin needs use_iou_net=True"):
-        AtomParams(iou_accept_margin=0.0)
-    with pytest.raises(ValueError, match="iou_accept_margin needs use_iou_net=True"):
-        AtomParams(use_iou_net=False, scale_factors=(0.95, 1.05), iou_accept_margin=0.0)
-    with pytest.raises(ValueError, match="iou_accept_margin must be a number"):
-        AtomParams(scale_factors=(0.95, 1.05), iou_accept_margin="high")
-    with pytest.raises(ValueError, match="iou_box_feedback=False needs use_iou_net=True"):
-        AtomParams(iou_box_feedback=False)
-    with pytest.raises(ValueError, match="iou_box_feedback must be true or false"):
-        AtomParams(scale_factors=(0.95, 1.05), iou_box_feedback="no")
-    AtomParams(scale_factors=(0.95, 1.05), iou_box_feedback=False)  # no margin needed
-    for factors in [(1.0,), (0.0, 1.05), (float("nan"),)]:
+    with pytest.raises(ValueError, match="box_mode must be one of refine, scale, position"):
+        AtomParams(box_mode="iou")
+    with pytest.raises(ValueError, match="box_accept_margin must be a number"):
+        AtomParams(box_mode="gated", box_accept_margin="high")
+    for factors in [(), (1.0,), (0.0, 1.05), (float("nan"),)]:
         with pytest.raises(ValueError, match="scale_factors must be numbers"):
-            AtomParams(use_iou_net=False, scale_factors=factors)
+            AtomParams(box_mode="scale", scale_factors=factors)
 
 
-def test_iou_accept_margin_gates_the_heads_box_by_its_predicted_gain(backbone, iou_net):
+@pytest.mark.parametrize("mode", BOX_MODES)
+def test_each_box_mode_builds_with_exactly_the_head_it_reads(backbone, iou_net, mode):
+    """A mode with an IoU-Net needs one; a mode without reads none (the tracker leaves out a
+    head given to it, the box estimator refuses one); the scale modes crop three regions."""
+    frames, boxes = moving_object_sequence(num_frames=3)
+    params = AtomParams(box_mode=mode, **SMALL)
+    with_head = mode in HEAD_MODES
+    tracker = AtomTracker(backbone, iou_net if with_head else None, params)
+    assert (tracker.box_head is iou_net) == with_head and (tracker.box_head is None) != with_head
+    assert tracker.box_estimator.slots == (3 if mode in SCALE_MODES else 1)
+    assert bool(tracker.box_estimator.layers) == with_head
+    tracker.initialize(frames[0], boxes[0])
+    for frame in frames[1:]:
+        assert np.all(np.isfinite(tracker.track(frame).box))
+    if with_head:
+        with pytest.raises(ValueError, match=f"box_mode={mode!r} needs a box_head"):
+            AtomTracker(backbone, None, params)
+        with pytest.raises(ValueError, match=f"box_mode={mode!r} needs an IoU-Net"):
+            IoUBoxEstimator(params, None)
+    else:
+        assert AtomTracker(backbone, iou_net, params).box_head is None
+        head = BoxHead(iou_net, backbone, torch.device("cpu"))
+        with pytest.raises(ValueError, match=f"box_mode={mode!r} reads no IoU-Net: pass none"):
+            IoUBoxEstimator(params, head)
+
+
+@pytest.mark.parametrize(
+    "field, value, modes",
+    [
+        ("box_steps", 2, HEAD_MODES),
+        ("box_step_length", 0.5, HEAD_MODES),
+        ("box_top_k", 1, HEAD_MODES),
+        ("num_random_proposals", 3, HEAD_MODES),
+        ("proposal_center_jitter", 0.2, HEAD_MODES),
+        ("proposal_size_jitter", 0.2, HEAD_MODES),
+        ("max_aspect_ratio", 4.0, HEAD_MODES),
+        ("box_accept_margin", 0.2, ("gated",)),
+        ("scale_factors", (0.9, 1.1), SCALE_MODES),
+        ("scale_search_interval", 2, SCALE_MODES),
+    ],
+)
+def test_a_box_field_is_refused_where_the_box_mode_does_not_read_it(field, value, modes):
+    for mode in BOX_MODES:
+        AtomParams(box_mode=mode, **{field: getattr(AtomParams(), field)})  # the default
+        if mode in modes:
+            assert getattr(AtomParams(box_mode=mode, **{field: value}), field) == value
+            continue
+        refused = re.escape(f"{field} applies to box_mode {' or '.join(modes)}, not {mode!r}")
+        with pytest.raises(ValueError, match=refused):
+            AtomParams(box_mode=mode, **{field: value})
+
+
+def test_box_accept_margin_gates_the_heads_box_by_its_predicted_gain(backbone, iou_net):
     """A margin no predicted IoU gain can reach (> 1) keeps the scale search's boxes exactly; a
     margin every refinement passes (< -1) takes the head's box on every frame where it finds
     one, so the boxes differ from the scale search's."""
@@ -289,13 +335,14 @@ def test_iou_accept_margin_gates_the_heads_box_by_its_predicted_gain(backbone, i
         tracker.initialize(frames[0], boxes[0])
         return np.array([tracker.track(frame).box for frame in frames[1:]])
 
-    alone = run(None, use_iou_net=False)
-    np.testing.assert_array_equal(run(iou_net, iou_accept_margin=2.0), alone)
-    assert np.abs(run(iou_net, iou_accept_margin=-2.0) - alone).max() > 1e-3
+    alone = run(None, box_mode="scale")
+    gated = {"box_mode": "gated"}
+    np.testing.assert_array_equal(run(iou_net, **gated, box_accept_margin=2.0), alone)
+    assert np.abs(run(iou_net, **gated, box_accept_margin=-2.0) - alone).max() > 1e-3
 
 
 def test_a_head_box_reported_only_never_moves_the_state(backbone, iou_net):
-    """With iou_box_feedback=False the tracker's state follows the scale search exactly as
+    """With box_mode="polished" the tracker's state follows the scale search exactly as
     without a head (same centres and sizes on every frame), and the boxes it reports are the
     head's: mapped from the crop, they differ from the state's."""
     frames, boxes = moving_object_sequence(num_frames=8)
@@ -310,8 +357,8 @@ def test_a_head_box_reported_only_never_moves_the_state(backbone, iou_net):
             states.append(np.concatenate([tracker._state.center, tracker._state.size]))
         return np.array(reported), np.array(states)
 
-    alone_boxes, alone_states = run(None, use_iou_net=False)
-    reported, states = run(iou_net, iou_box_feedback=False)
+    alone_boxes, alone_states = run(None, box_mode="scale")
+    reported, states = run(iou_net, box_mode="polished")
     np.testing.assert_array_equal(states, alone_states)
     assert np.abs(reported - alone_boxes).max() > 1e-3
     # The reported box is the head's refinement of the state's box: near it, not elsewhere.

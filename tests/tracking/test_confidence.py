@@ -101,9 +101,7 @@ def test_confidence_changes_no_box_of_the_tracker():
         frame[40 + t : 64 + t, 50 + 2 * t : 80 + 2 * t] = target
         frames.append(frame)
     params = AtomParams(
-        search_size=96, use_iou_net=False, scale_factors=(1 / 1.05, 1.05),
-        precision="float32",
-        backbone_runtime="torch",
+        search_size=96, box_mode="scale", precision="float32", backbone_runtime="torch"
     )
     runs = {}
     for name, calibrator in (("none", None), ("half", lambda f: 0.5 * (f["peak"] > 0))):

@@ -11,8 +11,7 @@ from ebmtrack.tracking.base import TrackResult, TrackStatus
 from ebmtrack.tracking.cv_style import OPENCV_STYLE, OpenCVStyleTracker
 from ebmtrack.tracking.registry import tracker_names
 
-PARAMS = AtomParams(search_size=96, precision="float32", backbone_runtime="torch",
-                    use_iou_net=False, scale_factors=(1 / 1.05, 1.05))  # fmt: skip
+PARAMS = AtomParams(search_size=96, precision="float32", backbone_runtime="torch", box_mode="scale")
 
 
 def coloured_frames(count=5):

@@ -22,6 +22,8 @@ from ebmtrack.ops.crop import box_to_crop, crop_square
 from ebmtrack.tracking.base import Tracker, TrackStatus
 from ebmtrack.tracking.box_refine import fold_iou_net
 from ebmtrack.tracking.dimp import DiMPParams, DiMPTracker
+from ebmtrack.tracking.dimp.box import EBMBoxEstimator
+from ebmtrack.tracking.dimp.factory import create_dimp_tracker
 from ebmtrack.tracking.dimp.refine import FrameBoxEnergy, ascend_boxes
 from ebmtrack.tracking.iou_gradient import IoUGradient
 from ebmtrack.training.box_regression import BoxConditioning, BoxEnergy
@@ -161,7 +163,7 @@ def test_follows_a_translating_object(imagenet_backbone, device):
     torch.manual_seed(0)
     classifier = DiMPClassifier(DiMPConfig.for_backbone(imagenet_backbone))
     params = DiMPParams(
-        use_box_head=False, target_not_found_threshold=0.1, device=device.type, **SMALL
+        box_mode="position", target_not_found_threshold=0.1, device=device.type, **SMALL
     )
     tracker = DiMPTracker(imagenet_backbone, classifier, None, params)
     assert isinstance(tracker, Tracker)
@@ -188,7 +190,7 @@ def test_same_sequence_same_boxes(backbone, classifier, box_head, device):
 def test_optimizer_schedule_and_hard_negatives(backbone, classifier, monkeypatch):
     frames, boxes = moving_object(num_frames=12)
     params = DiMPParams(
-        use_box_head=False,
+        box_mode="position",
         target_not_found_threshold=-1e9,
         train_skipping=4,
         update_iters=3,
@@ -229,12 +231,12 @@ def test_lost_target_keeps_the_box_and_learns_nothing(backbone, classifier, box_
     params = DiMPParams(target_not_found_threshold=1e9, **SMALL)
     tracker = DiMPTracker(backbone, classifier, box_head, params)
     tracker.initialize(frames[0], boxes[0])
-    filter_before = tracker._state.filter.clone()
+    filter_before = tracker._state.model.clone()
     for frame in frames[1:]:
         result = tracker.track(frame)
         assert result.status == TrackStatus.NOT_FOUND
         assert np.allclose(result.box, boxes[0])
-    assert torch.equal(tracker._state.filter, filter_before)
+    assert torch.equal(tracker._state.model, filter_before)
     assert tracker._state.memory.num_stored == 15
 
 
@@ -253,7 +255,7 @@ def test_bad_inputs(backbone, classifier, box_head):
     tracker = DiMPTracker(backbone, classifier, box_head, DiMPParams(**SMALL))
     with pytest.raises(ValueError, match="before initialize"):
         tracker.track(np.zeros((50, 50, 3), np.uint8))
-    with pytest.raises(ValueError, match="use_box_head"):
+    with pytest.raises(ValueError, match="box_mode='refine' needs a box_head"):
         DiMPTracker(backbone, classifier, None, DiMPParams(**SMALL))
     wrong = DiMPClassifier(DiMPConfig(in_channels=64, num_blocks=0, feature_dim=32))
     with pytest.raises(ValueError, match="DiMP classifier reads 64 channels"):
@@ -262,6 +264,40 @@ def test_bad_inputs(backbone, classifier, box_head):
         DiMPParams(box_step_rule="adam")
     with pytest.raises(ValueError, match="memory_size"):
         DiMPParams(memory_size=15)
+
+
+def test_each_box_mode_takes_exactly_the_head_it_reads(backbone, classifier, box_head):
+    position = DiMPTracker(backbone, classifier, None, DiMPParams(box_mode="position", **SMALL))
+    assert position.box_head is None and position.box_estimator.layers == ()
+    refine = DiMPTracker(backbone, classifier, box_head, DiMPParams(**SMALL))
+    assert refine.box_head is box_head
+    assert refine.box_estimator.layers == tuple(backbone.default_layers)
+    head = refine.box_estimator.head
+    with pytest.raises(ValueError, match="box_mode='refine' needs a box head"):
+        EBMBoxEstimator(DiMPParams(**SMALL), None)
+    with pytest.raises(ValueError, match="box_mode='position' reads no box head: pass none"):
+        EBMBoxEstimator(DiMPParams(box_mode="position", **SMALL), head)
+    with pytest.raises(ValueError, match="box_mode must be one of refine, position, got 'scale'"):
+        DiMPParams(box_mode="scale")
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("box_steps", 2),
+        ("box_step_length", (1e-3, 1e-3)),
+        ("box_step_rule", "fixed"),
+        ("box_step_decay", 0.9),
+        ("box_top_k", 5),
+        ("num_random_proposals", 3),
+        ("max_aspect_ratio", 4.0),
+    ],
+)
+def test_a_box_field_is_refused_where_the_box_mode_does_not_read_it(field, value):
+    DiMPParams(**{field: value})  # refine reads it
+    with pytest.raises(ValueError, match=f"{field} applies to box_mode refine, not 'position'"):
+        DiMPParams(box_mode="position", **{field: value})
+    DiMPParams(box_mode="position", **{field: getattr(DiMPParams(), field)})  # the default
 
 
 def test_registry_and_load_tracker(monkeypatch):
@@ -274,10 +310,15 @@ def test_registry_and_load_tracker(monkeypatch):
         registry.register_tracker("Dimp+", DiMPTracker)
     with pytest.raises(ValueError, match="tracker 'dimp-nce\\+' takes no option.s. step_size"):
         registry.create_tracker("dimp-nce+", step_size=3)
+    renamed = r"'use_box_head' was renamed: use box_mode \('refine' with the box head"
+    with pytest.raises(ValueError, match=renamed):
+        load_tracker("dimp-nce+", use_box_head=False)
+    with pytest.raises(ValueError, match=renamed):
+        create_dimp_tracker(use_box_head=False)
     tracker = load_tracker("dimp-nce+", search_size=96, box_steps=2)
     assert isinstance(tracker, DiMPTracker) and tracker.name == "dimp-nce+"
     assert tracker.box_head is not None  # the shipped NCE+ head
     assert tracker.params.box_steps == 2
     if dimp_classifier() is not None:  # the shipped classifier, not a random one
         shipped = load_model(dimp_classifier(), expected="DiMPClassifier")
-        assert torch.equal(tracker.classifier.init_conv.weight, shipped.init_conv.weight)
+        assert torch.equal(tracker.classifier.net.init_conv.weight, shipped.init_conv.weight)

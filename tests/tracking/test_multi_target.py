@@ -15,8 +15,7 @@ SMALL = {
     "search_size": 96,
     "precision": "float32",
     "backbone_runtime": "torch",
-    "use_iou_net": False,
-    "scale_factors": (1 / 1.05, 1.05),
+    "box_mode": "scale",
 }
 BOXES = np.array([[20.0, 24.0, 24, 20], [100, 60, 20, 24], [60, 20, 16, 16]])
 
@@ -72,7 +71,7 @@ def test_one_backbone_call_per_frame_for_all_targets(backbone, monkeypatch):
     multi = MultiTargetTracker(lambda: AtomTracker(backbone, params=AtomParams(**SMALL)))
     multi.initialize(frames[0], BOXES)
     calls, batch = [], []
-    extract = multi.prototype._extract
+    extract = multi.prototype.search.extract
 
     def counted(images):
         calls.append(1)
@@ -80,7 +79,7 @@ def test_one_backbone_call_per_frame_for_all_targets(backbone, monkeypatch):
         return extract(images)
 
     for target in multi.targets:  # no target may call its own backbone either
-        monkeypatch.setattr(target, "_extract", counted)
+        monkeypatch.setattr(target.search, "extract", counted)
     for frame in frames[1:]:
         results = multi.track(frame)
         assert len(results) == 3 and all(isinstance(r, TrackResult) for r in results)
@@ -94,8 +93,9 @@ def test_targets_keep_their_own_state(backbone):
     multi = MultiTargetTracker(lambda: AtomTracker(backbone, params=AtomParams(**SMALL)))
     multi.initialize(frames[0], BOXES[:2])
     first, second = multi.targets
-    assert first is multi.prototype and first._extract is second._extract
-    assert first._state.classifier is not second._state.classifier
+    assert first is multi.prototype and first.search.extract is second.search.extract
+    assert first.search.image is not second.search.image
+    assert first._state.model is not second._state.model
     assert first._state.memory is not second._state.memory
     multi.track(frames[1])
     assert not np.allclose(first._state.center, second._state.center)
