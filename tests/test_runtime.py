@@ -1,4 +1,3 @@
-import importlib.util
 import os
 import platform
 import sys
@@ -10,7 +9,6 @@ import torch
 from ebmtrack.runtime import (
     DEFAULT_THREADS,
     configure_threads,
-    resolve_backbone_runtime,
     retain_freed_memory,
     torch_threads,
 )
@@ -58,38 +56,3 @@ def test_configure_threads_sets_the_default_an_explicit_count_or_leaves_them(mon
     for bad in (-1, 1.5, True, "2"):
         with pytest.raises(ValueError, match="threads must be an int >= 0"):
             configure_threads(bad)
-
-
-def test_auto_backbone_runtime_is_onnx_exactly_on_a_cpu_in_float32(monkeypatch):
-    installed = all(importlib.util.find_spec(m) for m in ("onnxruntime", "onnx"))
-    assert resolve_backbone_runtime("auto", "cpu", torch.float32) == (
-        "onnx" if installed else "torch"
-    )
-    assert resolve_backbone_runtime("auto", "cpu", torch.bfloat16) == "torch"
-    assert resolve_backbone_runtime("auto", "cuda", torch.float32) == "torch"
-    assert resolve_backbone_runtime("torch", "cpu", torch.float32) == "torch"
-    assert resolve_backbone_runtime("onnx", "cpu", torch.bfloat16) == "onnx"  # as asked
-    # int8 where the caller says its weights have ranges; the function is asked only then.
-    assert resolve_backbone_runtime("auto", "cpu", torch.float32, int8=True) == (
-        "onnx-int8" if installed else "torch"
-    )
-    assert resolve_backbone_runtime("auto", "cpu", torch.float32, int8=lambda: False) == (
-        "onnx" if installed else "torch"
-    )
-    never = lambda: pytest.fail("asked")  # noqa: E731
-    assert resolve_backbone_runtime("auto", "cpu", torch.bfloat16, int8=never) == "torch"
-    assert resolve_backbone_runtime("auto", "cuda", torch.float32, int8=never) == "torch"
-    assert resolve_backbone_runtime("onnx", "cpu", torch.float32, int8=never) == "onnx"
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util,
-        "find_spec",
-        lambda name, *args: None if name == "onnxruntime" else real_find_spec(name, *args),
-    )
-    assert resolve_backbone_runtime("auto", "cpu", torch.float32) == "torch"  # not installed
-    assert resolve_backbone_runtime("auto", "cpu", torch.float32, int8=True) == "torch"
-    # int8 is asked for, never picked (tests/models/test_backbones_int8.py for its refusals).
-    assert resolve_backbone_runtime("onnx-int8", "cpu", torch.float32) == "onnx-int8"
-    match = "backbone_runtime must be one of auto, torch, onnx, onnx-int8"
-    with pytest.raises(ValueError, match=match):
-        resolve_backbone_runtime("tensorrt", "cpu", torch.float32)

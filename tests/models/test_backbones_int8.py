@@ -16,15 +16,14 @@ from ebmtrack.models.backbones.int8 import (
     ActivationRanges,
     collect_ranges,
     find_ranges,
-    int8_available,
     load_ranges,
     quantize_backbone,
     save_ranges,
     tensor_keys,
 )
-from ebmtrack.models.backbones.onnx_runtime import state_dict_sha256
+from ebmtrack.models.backbones.onnx_files import state_dict_sha256
+from ebmtrack.models.backbones.runtime import int8_available, select_runtime
 from ebmtrack.ops.crop import crop_search_region
-from ebmtrack.runtime import resolve_backbone_runtime
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.weights import int8_ranges, shipped_backbone_weights
 
@@ -121,10 +120,10 @@ def test_shipped_ranges_cover_both_sources_of_the_imagenet_weights():
 
 def test_refused_where_it_cannot_apply():
     with pytest.raises(ValueError, match="runs on the CPU"):
-        resolve_backbone_runtime("onnx-int8", "cuda", torch.float32)
+        select_runtime("float32", "onnx-int8", "cuda")
     with pytest.raises(ValueError, match="pass precision='float32'"):
-        resolve_backbone_runtime("onnx-int8", "cpu", torch.bfloat16)
-    assert resolve_backbone_runtime("onnx-int8", "cpu", torch.float32) == "onnx-int8"
+        select_runtime("bfloat16", "onnx-int8", "cpu")
+    assert select_runtime("float32", "onnx-int8", "cpu").name == "onnx-int8"
     with pytest.raises(ValueError, match="'onnx-int8' runs on the CPU"):
         AtomParams(backbone_runtime="onnx-int8", device="cuda")
     with pytest.raises(ValueError, match="pass precision='float32'"):
@@ -225,7 +224,7 @@ def test_the_default_tracker_runs_int8_in_float32_on_a_cpu(runtime):
 
     sequence = SyntheticSequence("int8", SyntheticConfig(num_frames=4), seed=(7, 0))
     tracker = ebmtrack.load_tracker("atom", backbone_runtime=runtime, precision="float32")
-    assert tracker.backbone_runtime == "onnx-int8" and tracker._extract.int8
+    assert tracker.backbone_runtime == "onnx-int8" and tracker.search.extract.int8
     tracker.initialize(sequence.frame(0), sequence.init_box)
     for index in range(1, 4):
         box = np.asarray(tracker.track(sequence.frame(index)).box)
@@ -260,4 +259,5 @@ def test_auto_keeps_float32_where_int8_was_not_calibrated_or_measured():
     assert AtomTracker(untrained, None, params).backbone_runtime == "onnx"
     # DiMP's accuracy in int8 was not measured: its auto stays float32.
     dimp = ebmtrack.load_tracker("dimp-nce+")
-    assert isinstance(dimp._extract, OnnxBackbone) and not dimp._extract.int8
+    extract = dimp.search.extract
+    assert isinstance(extract, OnnxBackbone) and not extract.int8

@@ -93,7 +93,7 @@ def test_a_tampered_copy_is_refused(monkeypatch):
 def test_the_onnx_cache_follows_xdg_cache_home(tmp_path, monkeypatch):
     from pathlib import Path
 
-    from ebmtrack.models.backbones.onnx_runtime import default_cache_dir
+    from ebmtrack.models.backbones.onnx_files import default_cache_dir
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert default_cache_dir() == tmp_path / "ebmtrack" / "onnx"

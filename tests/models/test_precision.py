@@ -3,6 +3,7 @@ import torch
 from ebmtrack.tracking.features import feature_extractor
 
 from ebmtrack.models.backbones import create_backbone
+from ebmtrack.models.backbones.runtime import BackboneRuntime, feature_extractor
 from ebmtrack.models.precision import fast_dtype, resolve_precision
 
 
@@ -28,7 +29,8 @@ def test_bfloat16_backbone_gives_float32_features_close_to_float32_ones():
     images = torch.rand(2, 3, 96, 96, generator=torch.Generator().manual_seed(1)) * 255
     with torch.no_grad():
         exact = feature_extractor(backbone, layers)(images)
-        rounded = feature_extractor(backbone, layers, dtype=torch.bfloat16)(images)
+        bfloat16 = BackboneRuntime("torch", torch.bfloat16)
+        rounded = feature_extractor(backbone, layers, bfloat16)(images)
     for name in layers:
         assert rounded[name].dtype == torch.float32
         relative = (rounded[name] - exact[name]).norm() / exact[name].norm()
