@@ -12,6 +12,7 @@ import ebmtrack
 from ebmtrack.cli.main import main
 from ebmtrack.evaluation.demo import DemoConfig, run_demo
 from ebmtrack.evaluation.provenance import environment, tracker_provenance
+from ebmtrack.models.backbones.onnx_files import state_dict_sha256
 from ebmtrack.weights import shipped_backbone_weights
 
 
@@ -31,7 +32,12 @@ def test_a_tracker_of_ours_names_its_weights_precision_and_runtime():
     assert info["precision"] == "float32" and info["backbone_runtime"] == "torch"
     assert info["device"] == "cpu"
     polished = tracker_provenance(ebmtrack.load_tracker("atom-polished", precision="float32"))
-    assert len(polished["heads_state_sha256"]["iou_net"]) == 64
+    assert list(polished["heads_state_sha256"]) == ["box_head"]  # ATOM's classifier: online
+    assert len(polished["heads_state_sha256"]["box_head"]) == 64
+    dimp = ebmtrack.load_tracker("dimp-nce+")
+    heads = tracker_provenance(dimp)["heads_state_sha256"]
+    assert heads["box_head"] == state_dict_sha256(dimp.box_head)
+    assert heads["classifier"] == state_dict_sha256(dimp.classifier.net)  # the learnt one
 
 
 def test_demo_and_eval_metrics_record_what_made_them(tmp_path, drift_tracker):
