@@ -1,6 +1,5 @@
 import pytest
 import torch
-from ebmtrack.tracking.features import feature_extractor
 
 from ebmtrack.models.backbones import create_backbone
 from ebmtrack.models.backbones.runtime import BackboneRuntime, feature_extractor

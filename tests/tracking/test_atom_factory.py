@@ -3,6 +3,7 @@ import re
 import pytest
 
 from ebmtrack.api import load_tracker
+from ebmtrack.tracking.atom import AtomParams
 from ebmtrack.tracking.atom.factory import ATOM, ATOM_IOUNET, CLASSIFIER_ONLY, create_atom_tracker
 from ebmtrack.tracking.registry import create_tracker
 from ebmtrack.weights import default_model, pack_box_head
@@ -86,13 +87,15 @@ def test_variants_share_the_factory_and_differ_in_their_parameter_sets():
     ],
 )
 def test_an_old_parameter_name_says_what_replaced_it(old, new):
-    hint = re.escape(f"parameter {old!r} was renamed: use {new}")
+    hint = AtomParams.renamed[old]
+    assert hint.startswith(new)
+    said = f"{old!r} was renamed {hint!r}" if hint.isidentifier() else f"{old!r} was renamed: use "
     for name in ("atom", "atom-iounet", "atom-gated", "atom-lt"):
-        with pytest.raises(ValueError, match=hint):
+        with pytest.raises(ValueError, match=re.escape(f"tracker {name!r}: option {said}")):
             create_tracker(name, **{old: 1})
-    with pytest.raises(ValueError, match=hint):
+    with pytest.raises(ValueError, match=re.escape(f"option {said}")):
         load_tracker("atom", **{old: 1})
-    with pytest.raises(ValueError, match=hint):
+    with pytest.raises(ValueError, match=re.escape(f"parameter {old!r} was renamed: use {hint}")):
         create_atom_tracker(**{old: 1})
 
 

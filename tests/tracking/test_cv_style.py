@@ -100,5 +100,5 @@ def test_create_builds_the_registered_tracker():
     tracker.init(frames[0], (30, 30, 24, 24))
     ok, box = tracker.update(frames[1])
     assert ok and abs(box[0] - 33) <= 4 and abs(box[1] - 31) <= 4
-    with pytest.raises(ValueError, match="takes no option"):
+    with pytest.raises(ValueError, match="tracker 'atom' reads no model files"):
         ebmtrack.TrackerATOM.create(model_dir="x")
