@@ -128,7 +128,7 @@ def test_cli_bad_out_is_one_line(tmp_path, capsys):
 
 
 def test_backbone_refused_by_a_tracker_without_one(tmp_path):
-    with pytest.raises(ValueError, match="tracker 'kcf' takes no option.s. backbone"):
+    with pytest.raises(ValueError, match="tracker 'kcf' has no backbone of ours"):
         run_demo(DemoConfig(out=tmp_path, tracker="kcf", backbone="resnet18", progress=False))
 
 
