@@ -26,7 +26,7 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "dimp-nce+ (default)": ("dimp-nce+", {}),
     "dimp-nce+, 10 box steps": ("dimp-nce+", {"box_steps": 10}),
     "dimp-nce+, ONNX Runtime backbone": ("dimp-nce+", {"backbone_runtime": "onnx"}),
-    "dimp-nce+, no box head": ("dimp-nce+", {"use_box_head": False}),
+    "dimp-nce+, no box head": ("dimp-nce+", {"box_mode": "position"}),
 }
 
 

@@ -36,6 +36,8 @@ from ebmtrack.ops.boxes import iou_xywh, perturb_boxes
 from ebmtrack.ops.crop import apply_matrix, box_to_crop, crop_square
 from ebmtrack.runtime import configure_threads
 from ebmtrack.tracking.atom.factory import ATOM, ATOM_POLISHED
+from ebmtrack.tracking.atom.params import HEAD_MODES, AtomParams
+from ebmtrack.tracking.params import PROPOSAL_FIELDS
 from ebmtrack.training.box_regression import proposal_ranking_stats
 from ebmtrack.training.sources.pack import CLIP_HOLDOUT, PACK_HOLDOUT
 
@@ -61,6 +63,12 @@ def headless_boxes(sequence, options: dict, cache: Path) -> np.ndarray:
     return np.asarray(boxes)
 
 
+def headless_options(options: dict) -> dict:
+    """``options`` less the head's own fields, which ``atom`` (box_mode scale) refuses."""
+    bound = {**dict.fromkeys(PROPOSAL_FIELDS, HEAD_MODES), **AtomParams.mode_fields}
+    return {k: v for k, v in options.items() if "scale" in bound.get(k, ("scale",))}
+
+
 def _to_frame(box_crop: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     scale = float(np.hypot(matrix[0, 0], matrix[1, 0]))
     inverse = np.linalg.inv(np.vstack([matrix, [0, 0, 1]]))[:2]
@@ -76,18 +84,21 @@ def _iou(box: np.ndarray, truth: np.ndarray) -> float:
 def _search_region(tracker, frame: np.ndarray, box: np.ndarray) -> tuple[dict, np.ndarray]:
     """The head's features of the search region the tracker cuts around ``box``, and its map."""
     center = box[:2] + box[2:] / 2
-    side = tracker._side(box[2:])
-    patch, matrix = crop_square(frame, tuple(center), side, tracker.params.search_size)
+    search = tracker.search
+    patch, matrix = crop_square(
+        frame, tuple(center), search.side(box[2:]), search.params.search_size
+    )
     with torch.no_grad():
-        feats = tracker._extract(tracker._to_tensor(patch[None]))
-    return {layer: feats[layer] for layer in tracker.iou_layers}, matrix
+        feats = search.extract(search.to_tensor(patch[None]))
+    return {layer: feats[layer] for layer in tracker.box_estimator.layers}, matrix
 
 
 def _refined(tracker, feats: dict, matrix: np.ndarray, box: np.ndarray) -> np.ndarray:
     """The head's box (frame px) when its ascent starts at ``box``; ``box`` where it gives none."""
     box_crop = box_to_crop(box, matrix)
     center = box_crop[:2] + box_crop[2:] / 2
-    refined = tracker._refine_box(feats, center, box_crop[2:].astype(np.float64))
+    size = box_crop[2:].astype(np.float64)
+    refined = tracker.box_estimator.refine(tracker._state, feats, center, size)
     return box if refined is None else _to_frame(refined[0], matrix)
 
 
@@ -124,9 +135,9 @@ def near_rank_correlation(tracker, feats, matrix, truth, generator) -> float:
     """Spearman correlation of the head's score and the IoU of boxes near ``truth``."""
     box = torch.tensor(box_to_crop(truth, matrix), dtype=torch.float32)
     boxes, iou = perturb_boxes(box, NEAR_BOXES, 0.5, (0.02, 0.05, 0.1, 0.15), generator=generator)
-    head = tracker._iou_head
+    head = tracker.box_estimator.head.folded
     with torch.no_grad():
-        test = head.test_features([feats[layer] for layer in tracker.iou_layers])
+        test = head.test_features([feats[layer] for layer in tracker.box_estimator.layers])
         scores = head.predict_iou(tracker._state.modulation, test, boxes[None])
     return float(proposal_ranking_stats(scores.float(), (2 * iou - 1)[None])["rank_corr"])
 
@@ -160,14 +171,14 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="an option of both trackers (e.g. backbone_runtime=onnx-int8, iou_step_length=0.3)",
+        help="an option of both trackers (e.g. backbone_runtime=onnx-int8, box_step_length=0.3)",
     )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("runs/bench_head"))
     args = parser.parse_args(argv)
     configure_threads(args.threads)
     options = dict(parse_option(text) for text in args.option)
-    headless = {k: v for k, v in options.items() if not k.startswith("iou_")}
+    headless = headless_options(options)
     report = {"weights": args.weights, "options": options}
     for set_name, sequences in held_out_sets(args.pack).items():
         frames: dict[str, list] = {}

@@ -33,7 +33,7 @@ def fps(make, frames, box) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--weights", required=True, help="the head of atom-polished")
-    parser.add_argument("--step", type=float, default=0.3, help="its iou_step_length (0.3)")
+    parser.add_argument("--step", type=float, default=0.3, help="its box_step_length (0.3)")
     parser.add_argument("--sequence", default="Car1")
     parser.add_argument("--frames", type=int, default=120)
     parser.add_argument("--rounds", type=int, default=3)
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     makers = {
         "atom": lambda: load_tracker("atom", **common),
         "atom-polished": lambda: load_tracker(
-            "atom-polished", weights=args.weights, iou_step_length=args.step, **common
+            "atom-polished", weights=args.weights, box_step_length=args.step, **common
         ),
     }
     load = os.getloadavg()[0]

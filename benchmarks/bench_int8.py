@@ -33,9 +33,10 @@ def make_tracker(ranges: Path | None, seed: int):
     tracker = ATOM(precision="float32", backbone_runtime="onnx", seed=seed)
     if ranges is not None:
         entries = {e.weights_key: e for e in load_ranges(ranges)}
-        probe = OnnxBackbone(tracker.backbone, layers=tracker.layers)
-        tracker._extract = OnnxBackbone(
-            tracker.backbone, layers=tracker.layers, int8=True, ranges=entries[probe.weights_key]
+        search = tracker.search
+        probe = OnnxBackbone(tracker.backbone, layers=search.layers)
+        search.extract = OnnxBackbone(
+            tracker.backbone, layers=search.layers, int8=True, ranges=entries[probe.weights_key]
         )
     return tracker
 

@@ -1,4 +1,4 @@
-"""Choose ``iou_accept_margin`` (the IoU-Net's box only where it predicts a gain over the scale
+"""Choose ``box_accept_margin`` (the IoU-Net's box only where it predicts a gain over the scale
 search's box) on sequences no reported number uses.
 
 Runs the default tracker (``atom``: classifier + scale search), ``atom-iounet`` with a head
@@ -34,12 +34,12 @@ def variants(
     reported_only: bool = False,
 ) -> dict:
     """name -> a function of the seed that builds the tracker; ``step_length``: the heads'
-    ascent step (``iou_step_length``; None: the tracker's default); ``reported_only``: also the
-    scale search + head whose box is reported and never fed back (``iou_box_feedback=False``)."""
-    scale_search = {k: v for k, v in CLASSIFIER_ONLY.items() if k != "use_iou_net"}
+    ascent step (``box_step_length``; None: the tracker's default); ``reported_only``: also the
+    scale search + head whose box is reported and never fed back (``box_mode="polished"``)."""
+    scale_search = {k: v for k, v in CLASSIFIER_ONLY.items() if k != "box_mode"}
     head = {"weights": weights}
     if step_length is not None:
-        head["iou_step_length"] = step_length
+        head["box_step_length"] = step_length
     step = "" if step_length is None else f", step {step_length}"
     made = {}
     if baselines:
@@ -49,11 +49,11 @@ def variants(
         )
     if reported_only:
         made[f"scale search + head, reported only{step}"] = lambda seed: ATOM_IOUNET(
-            iou_box_feedback=False, seed=seed, **head, **scale_search
+            box_mode="polished", seed=seed, **head, **scale_search
         )
     for margin in margins:
         made[f"scale search + head, margin {margin}{step}"] = lambda seed, m=margin: ATOM_IOUNET(
-            iou_accept_margin=m, seed=seed, **head, **scale_search
+            box_mode="gated", box_accept_margin=m, seed=seed, **head, **scale_search
         )
     return made
 

@@ -5,7 +5,7 @@ a box head (``--weights``) also refines the tracker's box, as ``atom-gated`` wou
 is reported and never fed back (``atom-polished``), so the head's errors cannot carry into the
 next frame. Per set of sequences it prints the mean IoU with the ground truth of the tracker's
 box and of the head's box, how often the head's box is the closer one, what a gate on the head's own
-predicted gain (``iou_accept_margin``) would keep, and the rank correlation between the
+predicted gain (``box_accept_margin``) would keep, and the rank correlation between the
 predicted gain and the real one. If the head is better frame by frame and worse as a tracker,
 its errors compound; if it is worse frame by frame, it is worse on these images from the
 tracker's boxes; if its predicted gain does not rank the real gain, a gate cannot find the
@@ -45,15 +45,16 @@ def one_step(sequence, weights: str, seed: int, options: dict) -> dict[str, np.n
     gave none). The tracker is ``atom-polished`` with ``weights``: its state follows the scale
     search as in ``atom``, and the head's box is only reported."""
     tracker = ATOM_POLISHED(weights=weights, seed=seed, **options)
-    refine = tracker._refine_box
+    estimator = tracker.box_estimator
+    refine = estimator.refine
     gains: list[float] = []
 
-    def spy(feats, center, size):  # note the predicted gain of each refinement
-        refined = refine(feats, center, size)
+    def spy(state, feats, center, size):  # note the predicted gain of each refinement
+        refined = refine(state, feats, center, size)
         gains[-1] = float("nan") if refined is None else refined[1]
         return refined
 
-    tracker._refine_box = spy
+    estimator.refine = spy
     states, reported = [], []
 
     class Recorder:  # the tracker as track_sequence sees it, noting each frame's two boxes
@@ -65,7 +66,7 @@ def one_step(sequence, weights: str, seed: int, options: dict) -> dict[str, np.n
         def track(self, frame):
             gains.append(float("nan"))
             result = tracker.track(frame)
-            states.append(tracker._box(tracker._state))
+            states.append(tracker._state.box())
             reported.append(np.asarray(result.box, dtype=np.float64))
             return result
 
@@ -111,7 +112,7 @@ def main() -> None:
     parser.add_argument(
         "--step-length",
         type=float,
-        help="the head's ascent step (iou_step_length; default atom-polished's)",
+        help="the head's ascent step (box_step_length; default atom-polished's)",
     )
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "head_one_step.json")
     args = parser.parse_args()
@@ -125,7 +126,7 @@ def main() -> None:
     for name, sequences in sets.items():
         if not sequences:  # --generated 0, or no pack beside the repository
             continue
-        options = {} if args.step_length is None else {"iou_step_length": args.step_length}
+        options = {} if args.step_length is None else {"box_step_length": args.step_length}
         parts = [one_step(s, args.weights, args.seed, options) for s in sequences]
         frames = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
         rows[name] = summary(frames)
