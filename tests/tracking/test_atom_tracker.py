@@ -165,6 +165,17 @@ def test_same_sequence_same_boxes(backbone, iou_net, device):
     np.testing.assert_array_equal(np.array(runs[0]), np.array(runs[1]))
 
 
+def test_timings_name_the_frames_phases(backbone, iou_net):
+    frames, boxes = moving_object_sequence(num_frames=3)
+    phases = {"crop", "backbone", "classifier", "box", "update", "confidence"}
+    for head, mode in ((iou_net, "refine"), (None, "scale")):
+        tracker = AtomTracker(backbone, head, AtomParams(box_mode=mode, **SMALL))
+        tracker.initialize(frames[0], boxes[0])
+        tracker.track(frames[1])
+        assert set(tracker.last_timings) == phases
+        assert all(seconds >= 0 for seconds in tracker.last_timings.values())
+
+
 def test_modulation_is_computed_once_per_sequence(backbone, iou_net, monkeypatch):
     calls = {"modulation": 0, "test_features": 0}
     for name in calls:
