@@ -1,7 +1,7 @@
 """Where a box head errs: one frame at a time, from the tracker's own boxes.
 
 The tracker without a head (``atom``: classifier + scale search) tracks as usual. On every frame
-a box head (``--weights``) also refines the tracker's box, as ``atom-gated`` would, and its box
+a box head (``--weights``) also refines the tracker's box, as the gated box mode would, and its box
 is reported and never fed back (``atom-polished``), so the head's errors cannot carry into the
 next frame. Per set of sequences it prints the mean IoU with the ground truth of the tracker's
 box and of the head's box, how often the head's box is the closer one, what a gate on the head's own

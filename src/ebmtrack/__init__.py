@@ -6,7 +6,6 @@ __version__ = "0.1.0"
 OPENCV_STYLE = (
     "TrackerATOM",
     "TrackerATOMIoUNet",
-    "TrackerATOMGated",
     "TrackerATOMPolished",
     "TrackerATOMLT",
     "TrackerDiMPNCEPlus",

@@ -5,7 +5,7 @@ import pytest
 from ebmtrack.api import load_tracker
 from ebmtrack.tracking.atom import AtomParams
 from ebmtrack.tracking.atom.factory import ATOM, ATOM_IOUNET, CLASSIFIER_ONLY, create_atom_tracker
-from ebmtrack.tracking.registry import create_tracker
+from ebmtrack.tracking.registry import create_tracker, tracker_names
 from ebmtrack.weights import default_model, pack_box_head
 
 
@@ -29,13 +29,15 @@ def test_atom_iounet_sizes_the_box_with_the_shipped_iou_net():
     assert given.box_head is not None
 
 
-def test_atom_gated_is_the_scale_search_with_the_pack_head_behind_a_margin():
-    tracker = create_tracker("atom-gated", search_size=96)
+def test_the_gated_box_mode_is_the_scale_search_with_a_head_behind_a_margin():
+    # Not a registered variant (it scored below atom): a box mode of atom-polished's parts.
+    tracker = create_tracker("atom-polished", box_mode="gated", box_accept_margin=0.1)
     assert tracker.box_head is not None and tracker.params.box_mode == "gated"
     for name, value in CLASSIFIER_ONLY.items():
         if name != "box_mode":
             assert getattr(tracker.params, name) == value
-    assert tracker.params.box_accept_margin == 0.1 and tracker.params.box_step_length == 0.03
+    assert tracker.params.box_accept_margin == 0.1 and tracker.params.box_step_length == 0.1
+    assert "atom-gated" not in tracker_names()
     shipped = create_tracker("atom-iounet", weights=pack_box_head(), search_size=96)
     for (name, a), b in zip(
         tracker.box_head.state_dict().items(), shipped.box_head.state_dict().values()
@@ -43,9 +45,9 @@ def test_atom_gated_is_the_scale_search_with_the_pack_head_behind_a_margin():
         assert a.equal(b), name
     # The variant's own fields are refused under a box mode that would not read them.
     with pytest.raises(ValueError, match="box_step_length applies to box_mode refine or gated"):
-        create_tracker("atom-gated", box_mode="position", search_size=96)
+        create_tracker("atom-polished", box_mode="position", search_size=96)
     with pytest.raises(ValueError, match="box_accept_margin applies to box_mode gated, not"):
-        create_tracker("atom-gated", box_mode="polished", box_accept_margin=0.2)
+        create_tracker("atom-polished", box_accept_margin=0.2)
 
 
 def test_atom_polished_reports_the_pack_heads_box_and_keeps_the_scale_search():
@@ -55,9 +57,9 @@ def test_atom_polished_reports_the_pack_heads_box_and_keeps_the_scale_search():
         if name != "box_mode":
             assert getattr(tracker.params, name) == value
     assert tracker.params.box_step_length == 0.1
-    gated = create_tracker("atom-gated", search_size=96)
+    shipped = create_tracker("atom-iounet", weights=pack_box_head(), search_size=96)
     for (name, a), b in zip(
-        tracker.box_head.state_dict().items(), gated.box_head.state_dict().values()
+        tracker.box_head.state_dict().items(), shipped.box_head.state_dict().values()
     ):
         assert a.equal(b), name
 
@@ -90,7 +92,7 @@ def test_an_old_parameter_name_says_what_replaced_it(old, new):
     hint = AtomParams.renamed[old]
     assert hint.startswith(new)
     said = f"{old!r} was renamed {hint!r}" if hint.isidentifier() else f"{old!r} was renamed: use "
-    for name in ("atom", "atom-iounet", "atom-gated", "atom-lt"):
+    for name in ("atom", "atom-iounet", "atom-polished", "atom-lt"):
         with pytest.raises(ValueError, match=re.escape(f"tracker {name!r}: option {said}")):
             create_tracker(name, **{old: 1})
     with pytest.raises(ValueError, match=re.escape(f"option {said}")):
@@ -111,7 +113,7 @@ def test_auto_runs_int8_for_the_classifier_alone_and_float32_under_a_box_head():
     from ebmtrack.models.backbones.runtime import int8_available
 
     alone = create_tracker("atom", precision="float32", search_size=96)
-    gated = create_tracker("atom-gated", precision="float32", search_size=96)
+    gated = create_tracker("atom-polished", precision="float32", search_size=96)
     assert gated.backbone_runtime == "onnx"
     expected = "onnx-int8" if int8_available(alone.backbone) else "onnx"
     assert alone.backbone_runtime == expected

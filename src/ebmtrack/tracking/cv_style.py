@@ -98,7 +98,6 @@ OPENCV_STYLE: dict[str, type[OpenCVStyleTracker]] = {
     for class_name, tracker_name in (
         ("TrackerATOM", "atom"),
         ("TrackerATOMIoUNet", "atom-iounet"),
-        ("TrackerATOMGated", "atom-gated"),
         ("TrackerATOMPolished", "atom-polished"),
         ("TrackerATOMLT", "atom-lt"),
         ("TrackerDiMPNCEPlus", "dimp-nce+"),

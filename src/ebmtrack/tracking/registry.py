@@ -137,7 +137,6 @@ TRACKERS: dict[str, TrackerFactory] = {
 LAZY_TRACKERS: dict[str, str] = {
     "atom": "ebmtrack.tracking.atom.factory:ATOM",
     "atom-iounet": "ebmtrack.tracking.atom.factory:ATOM_IOUNET",
-    "atom-gated": "ebmtrack.tracking.atom.factory:ATOM_GATED",
     "atom-polished": "ebmtrack.tracking.atom.factory:ATOM_POLISHED",
     "atom-lt": "ebmtrack.tracking.atom.longterm:ATOM_LT",
     "dimp-nce+": "ebmtrack.tracking.dimp.factory:DIMP_NCE_PLUS",

@@ -106,8 +106,8 @@ def int8_ranges(backbone: str = "mobilenetv2") -> Path | None:
 
 def pack_box_head(backbone: str = "mobilenetv2") -> Path | None:
     """The IoU-Net trained with NCE+ on the training pack (``ebmtrack train --preset pack-cpu
-    --loss nce+``) that ships for ``backbone`` (the box head of the ``atom-gated`` and
-    ``atom-polished`` trackers; tag ``pack``), or None if none ships for it."""
+    --loss nce+``) that ships for ``backbone`` (the box head of the ``atom-polished``
+    tracker; tag ``pack``), or None if none ships for it."""
     return _path("box-head", backbone, "pack")
 
 

@@ -5,7 +5,7 @@ configurations are): the role says what the file is (``box-head``, ``dimp-classi
 ``calibrator``, ``int8-ranges``, ``backbone``), the backbone which network it was made for, and
 the tag which of several files of one role it is (``default``; the box heads ``nce``, trained
 with NCE+, and ``pack``, trained with NCE+ on the training pack). A variant names the tag it
-uses (``atom-gated``: ``box_head_tag="pack"``); the file is found only when it is built, so a
+uses (``atom-polished``: ``box_head_tag="pack"``); the file is found only when it is built, so a
 backbone that nothing ships for gets one line saying so (:func:`shipped_file`).
 
 ``README.md`` in this folder says how each file was made, its checksum and licence.
@@ -75,7 +75,7 @@ SHIPPED: tuple[ShippedFile, ...] = (
     ShippedFile("box-head", "mobilenetv2", DEFAULT_TAG, "iou_net_mobilenetv2.safetensors"),
     # The IoU-Net trained with NCE+ (dimp-nce+'s box head).
     ShippedFile("box-head", "mobilenetv2", "nce", "iou_net_nce_mobilenetv2.safetensors"),
-    # The IoU-Net trained with NCE+ on the training pack (atom-gated, atom-polished).
+    # The IoU-Net trained with NCE+ on the training pack (atom-polished).
     ShippedFile("box-head", "mobilenetv2", "pack", "iou_net_pack_mobilenetv2.safetensors"),
     ShippedFile(
         "dimp-classifier", "mobilenetv2", DEFAULT_TAG, "dimp_classifier_mobilenetv2.safetensors"

@@ -16,11 +16,9 @@ from ebmtrack.weights import DEFAULT_TAG, shipped_file
 
 __all__ = [
     "ATOM",
-    "ATOM_GATED",
     "ATOM_IOUNET",
     "ATOM_POLISHED",
     "CLASSIFIER_ONLY",
-    "GATED",
     "POLISHED",
     "build_atom",
     "create_atom_tracker",
@@ -31,11 +29,6 @@ __all__ = [
 # (docs/results/tracking.md).
 CLASSIFIER_ONLY = {"box_mode": "scale", "size_update_rate": 0.6}
 
-# The scale search sizes the box, and the IoU-Net's box replaces it where the network predicts
-# a gain of at least the margin. Margin chosen on generated sequences and the training pack's
-# held-out tracks (benchmarks/bench_iou_gate.py; docs/results/data-scaling.md), then its ascent's
-# step on the same sequences.
-GATED = {**CLASSIFIER_ONLY, "box_mode": "gated", "box_accept_margin": 0.1, "box_step_length": 0.03}
 # The scale search tracks as in atom; the IoU-Net refines the box that is reported for each
 # frame, and its box never becomes the next frame's state. The ascent's step was chosen on the
 # same sequences (benchmarks/head_one_step.py; docs/results/data-scaling.md).
@@ -138,16 +131,8 @@ ATOM_IOUNET = TrackerVariant(
     "(default: the one shipped for MobileNetV2)",
     kind=OUR_TRACKER,
 )
-# The head of atom-gated and atom-polished: the NCE+ IoU-Net trained on the training pack.
+# The head of atom-polished: the NCE+ IoU-Net trained on the training pack.
 _PACK_HEAD = {"box_head_tag": "pack"}
-ATOM_GATED = TrackerVariant(
-    create_atom_tracker,
-    GATED | _PACK_HEAD,
-    AtomParams,
-    "ATOM's classifier and scale search, the box taken from an IoU-Net where it predicts a "
-    "gain (default: the NCE+ head trained on the training pack, shipped for MobileNetV2)",
-    kind=OUR_TRACKER,
-)
 ATOM_POLISHED = TrackerVariant(
     create_atom_tracker,
     POLISHED | _PACK_HEAD,
