@@ -24,17 +24,9 @@ from functools import cached_property
 import cv2
 import numpy as np
 
-from ebmtrack.data.textures import (
-    ImageTextures,
-    ObjectPatches,
-    ObjectSource,
-    TextureSource,
-    procedural_texture,
-)
+from ebmtrack.data.textures import ObjectSource, TextureSource, procedural_texture
 
-__all__ = [  # with the two sources that the training presets pass to the sequences
-    "ImageTextures",
-    "ObjectPatches",
+__all__ = [
     "SyntheticConfig",
     "SyntheticSequence",
     "SyntheticSequences",

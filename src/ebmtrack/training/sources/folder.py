@@ -22,7 +22,8 @@ import numpy as np
 
 from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.data.datasets.sequence import Sequence
-from ebmtrack.data.synthetic import ImageTextures, SyntheticSequences
+from ebmtrack.data.synthetic import SyntheticSequences
+from ebmtrack.data.textures import ImageTextures
 
 from .base import DataSource, SourceData
 

@@ -18,7 +18,7 @@ Three collections, sampled by ``data.weights`` (keys ``sequences``, ``stills``, 
 - ``stills``: every ``STILL_STRIDE``-th frame of those tracks and, with ``coco128``, its objects,
   each a one-frame sequence;
 - ``synthetic``: ``data.synthetic_sequences`` generated sequences whose target is an object cut
-  with its surroundings (:class:`~ebmtrack.data.synthetic.ObjectPatches`) from the training
+  with its surroundings (:class:`~ebmtrack.data.textures.ObjectPatches`) from the training
   tracks' frames, and, with those parts, from coco128 and Tiny ImageNet; backgrounds and
   occluders are cut from the training tracks' frames and coco128's images.
 
@@ -34,12 +34,8 @@ from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.data.datasets.sequence import Sequence
 from ebmtrack.data.datasets.stills import BoxListSequences, YoloSequences
 from ebmtrack.data.io import read_image
-from ebmtrack.data.synthetic import (
-    ImageTextures,
-    ObjectPatches,
-    SyntheticConfig,
-    SyntheticSequences,
-)
+from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequences
+from ebmtrack.data.textures import ImageTextures, ObjectPatches
 
 from .base import DataSource, SourceData
 from .folder import check_weights, split_fold, still_frames
