@@ -76,7 +76,7 @@ def select_runtime(
     ``precision``: ``float32``, ``bfloat16`` or ``auto``: float32 where the backbone runs in
     int8 (below), else bfloat16 exactly on CPUs with native bfloat16 instructions
     (:func:`~ebmtrack.models.precision.fast_dtype`). On such a CPU the int8 backbone with float32
-    products ran the default tracker at 31-32 FPS against 21-25 for eager bfloat16, at the same
+    products ran the default tracker at 31.7 FPS against 23.1 for eager bfloat16, at the same
     accuracy (docs/results/speed.md), so ``auto`` is the fastest path on every CPU.
 
     ``runtime`` ``auto``: ONNX Runtime where it is installed, on the CPU in float32, else eager
