@@ -17,6 +17,7 @@ from ebmtrack.tracking.box_refine import (
     window_test_features,
 )
 from ebmtrack.tracking.params import SearchRegionParams
+from ebmtrack.tracking.search_region import FirstFrame
 
 __all__ = ["BoxHead"]
 
@@ -45,12 +46,15 @@ class BoxHead:
         self.folded = fold_iou_net(self.net)
         self.device = device
 
-    def modulation(self, feats: dict[str, Tensor], box: np.ndarray) -> list[Tensor]:
-        """The modulation vectors of the target ``box`` (4,) xywh crop px in the first row of
-        ``feats`` (the unaugmented first-frame crop)."""
+    def modulation(self, first: FirstFrame, search_size: int) -> list[Tensor]:
+        """The modulation vectors of the target in the unaugmented first-frame crop (the first
+        row of ``first.feats``, the crop resized to ``search_size`` px)."""
+        size = first.size * search_size / first.side
+        box = np.concatenate([first.centers[0] - size / 2, size])
         with torch.no_grad():
             ref_box = torch.as_tensor(box, dtype=torch.float32, device=self.device)
-            return self.net.modulation([feats[layer][:1] for layer in self.layers], ref_box[None])
+            feats = [first.feats[layer][:1] for layer in self.layers]
+            return self.net.modulation(feats, ref_box[None])
 
     def proposals(self, start: Tensor, params: SearchRegionParams, frame_index: int) -> Tensor:
         """``start`` (4,) xywh crop px and ``params.num_random_proposals`` jittered copies

@@ -50,11 +50,7 @@ class EBMBoxEstimator:
         return (1.0,)
 
     def start(self, first: FirstFrame) -> list[Tensor] | None:
-        if self.head is None:
-            return None
-        crop_size = first.size * self.params.search_size / first.side
-        ref_box = np.concatenate([first.centers[0] - crop_size / 2, crop_size])
-        return self.head.modulation(first.feats, ref_box)
+        return None if self.head is None else self.head.modulation(first, self.params.search_size)
 
     def estimate(
         self,
