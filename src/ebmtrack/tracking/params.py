@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, fields
 from typing import ClassVar
 
-from ebmtrack.models.backbones.runtime import BACKBONE_RUNTIMES
+from ebmtrack.models.backbones.runtime import check_backbone_runtime
 from ebmtrack.tracking.augment import num_augmented_crops
 
 __all__ = ["PROPOSAL_FIELDS", "SearchRegionParams", "check_ranges"]
@@ -145,15 +145,7 @@ class SearchRegionParams:
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
-        if self.backbone_runtime not in BACKBONE_RUNTIMES:
-            raise ValueError(
-                f"backbone_runtime must be one of {', '.join(BACKBONE_RUNTIMES)}, "
-                f"got {self.backbone_runtime!r}"
-            )
-        if self.backbone_runtime in ("onnx", "onnx-int8") and self.device != "cpu":
-            raise ValueError(
-                f"backbone_runtime={self.backbone_runtime!r} runs on the CPU: use device='cpu'"
-            )
+        check_backbone_runtime(self.backbone_runtime, self.device)
         if not (isinstance(self.search_size, int) and self.search_size >= 64):
             raise ValueError(f"search_size must be an int >= 64, got {self.search_size!r}")
         if self.search_size % 16:

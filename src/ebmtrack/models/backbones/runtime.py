@@ -26,6 +26,7 @@ from ebmtrack.models.precision import resolve_precision
 __all__ = [
     "BACKBONE_RUNTIMES",
     "BackboneRuntime",
+    "check_backbone_runtime",
     "feature_extractor",
     "int8_available",
     "onnx_installed",
@@ -65,6 +66,18 @@ def int8_available(backbone: Backbone, cache_dir: str | Path | None = None) -> b
     return quantizer_available()
 
 
+def check_backbone_runtime(runtime: str, device: torch.device | str) -> None:
+    """Raise ValueError for an unknown ``backbone_runtime`` and for an ONNX one off the CPU."""
+    if runtime not in BACKBONE_RUNTIMES:
+        raise ValueError(
+            f"backbone_runtime must be one of {', '.join(BACKBONE_RUNTIMES)}, got {runtime!r}"
+        )
+    if runtime in ("onnx", "onnx-int8") and torch.device(device).type != "cpu":
+        raise ValueError(
+            f"backbone_runtime={runtime!r} runs on the CPU, not {device}: use device='cpu'"
+        )
+
+
 def select_runtime(
     precision: str,
     runtime: str,
@@ -88,13 +101,10 @@ def select_runtime(
     1.33-1.44x cheaper than float32 in ONNX Runtime (itself 1.7x cheaper than eager PyTorch),
     at the same accuracy (docs/results/speed.md).
 
-    Raises ValueError for an unknown precision or runtime, and for ``onnx-int8`` on a GPU or
-    with a precision other than float32.
+    Raises ValueError for an unknown precision or runtime (:func:`check_backbone_runtime`: an
+    ONNX runtime off the CPU too) and for ``onnx-int8`` in bfloat16.
     """
-    if runtime not in BACKBONE_RUNTIMES:
-        raise ValueError(
-            f"backbone_runtime must be one of {', '.join(BACKBONE_RUNTIMES)}, got {runtime!r}"
-        )
+    check_backbone_runtime(runtime, device)
     on_cpu = torch.device(device).type == "cpu"
     may_int8 = functools.cache(int8) if callable(int8) else lambda: int8  # asked once at most
     if precision == "auto" and on_cpu and runtime in ("auto", "onnx-int8"):
@@ -102,10 +112,6 @@ def select_runtime(
             return BackboneRuntime("onnx-int8", torch.float32)
     dtype = resolve_precision(precision, device)
     if runtime == "onnx-int8":
-        if not on_cpu:
-            raise ValueError(
-                f"backbone_runtime='onnx-int8' runs on the CPU, not {device}: use device='cpu'"
-            )
         if dtype != torch.float32:
             raise ValueError(
                 f"backbone_runtime='onnx-int8' replaces the float32 backbone; the precision "
