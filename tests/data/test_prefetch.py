@@ -2,6 +2,7 @@
 
 import _thread
 import gc
+import signal
 import threading
 import time
 
@@ -113,6 +114,9 @@ def test_ctrl_c_while_waiting_for_a_frame_leaves_no_thread():
     source = Source(1000, delay=0.05)  # a slow reader: the consumer waits in next()
     timer = threading.Timer(0.12, _thread.interrupt_main)  # Ctrl-C, as the terminal sends it
     got = []
+    # Python's own handler, even where the test process started with SIGINT ignored (as a
+    # background job of a non-interactive shell does): interrupt_main does nothing then.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
@@ -120,6 +124,7 @@ def test_ctrl_c_while_waiting_for_a_frame_leaves_no_thread():
                 got.append(frame)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert 0 < len(got) < 10
     assert source.closed
 
