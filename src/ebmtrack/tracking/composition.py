@@ -37,6 +37,7 @@ import torch
 from torch import Tensor
 
 from ebmtrack.tracking.base import TrackResult, TrackStatus
+from ebmtrack.tracking.box_head import BoxHead
 from ebmtrack.tracking.confidence import ConfidenceEstimator
 from ebmtrack.tracking.localize import Localization, best_scale
 from ebmtrack.tracking.memory import SampleMemory
@@ -102,15 +103,13 @@ class BoxEstimator(Protocol):
     """The box-estimator part: the target's size (and a refined centre) from the classifier's
     position."""
 
+    head: BoxHead | None  # its box head (the modulation comes from the first frame)
     layers: tuple[str, ...]  # the backbone layers it reads (none without a box head)
     slots: int  # search regions per frame at most
     last_value: float  # the box head's value at its last box, NaN without one
 
     def side_factors(self, frame_index: int) -> tuple[float, ...]:
         """Side factors of the search regions of the frame after ``frame_index``."""
-
-    def start(self, first: FirstFrame) -> list[Tensor] | None:
-        """The box head's modulation from the first frame, None without a head."""
 
     def estimate(
         self,
@@ -179,7 +178,8 @@ class SearchRegionTracker:
         """Learn the classifier and the box head's modulation from the augmented first frame."""
         classifier, params = self.classifier, self.params
         first = self.search.first_frame(frame, box, classifier.samples, classifier.layer)
-        modulation = self.box_estimator.start(first)
+        head = self.box_estimator.head
+        modulation = None if head is None else head.modulation(first, params.search_size)
         model, samples, labels = classifier.start(first)
         memory = SampleMemory(
             samples, labels, params.memory_size, params.init_samples_minimum_weight

@@ -16,7 +16,7 @@ from ebmtrack.tracking.atom.refine import ascend_iou
 from ebmtrack.tracking.box_head import BoxHead
 from ebmtrack.tracking.box_refine import blend_size, select_box
 from ebmtrack.tracking.composition import TargetState
-from ebmtrack.tracking.search_region import FirstFrame, Region
+from ebmtrack.tracking.search_region import Region
 
 __all__ = ["IoUBoxEstimator", "invert_affine"]
 
@@ -65,9 +65,6 @@ class IoUBoxEstimator:
         # Frame t (the first tracked one is 2) searches scale when (t - 2) % interval == 0.
         search = (frame_index - 1) % self.params.scale_search_interval == 0
         return self.factors if search else (1.0,)
-
-    def start(self, first: FirstFrame) -> list[Tensor] | None:
-        return None if self.head is None else self.head.modulation(first, self.params.search_size)
 
     def estimate(
         self,

@@ -16,7 +16,7 @@ from ebmtrack.tracking.composition import TargetState
 from ebmtrack.tracking.dimp.params import DiMPParams
 from ebmtrack.tracking.dimp.refine import FrameBoxEnergy, ascend_boxes
 from ebmtrack.tracking.iou_gradient import IoUGradient
-from ebmtrack.tracking.search_region import FirstFrame, Region
+from ebmtrack.tracking.search_region import Region
 
 __all__ = ["EBMBoxEstimator"]
 
@@ -48,9 +48,6 @@ class EBMBoxEstimator:
 
     def side_factors(self, frame_index: int) -> tuple[float, ...]:
         return (1.0,)
-
-    def start(self, first: FirstFrame) -> list[Tensor] | None:
-        return None if self.head is None else self.head.modulation(first, self.params.search_size)
 
     def estimate(
         self,
