@@ -143,3 +143,26 @@ def test_validation_mode_adds_ranking_stats_for_ebm_losses():
     stats = module.eval()(batch)[1]
     assert set(stats) == {"rank_corr", "top1_iou"}
     assert -1 <= stats["rank_corr"].item() <= 1 and 0 <= stats["top1_iou"].item() <= 1
+
+
+@pytest.mark.parametrize("loss", ["mse", "nce+"])
+def test_the_head_on_windows_has_the_whole_maps_loss_and_gradients(loss):
+    module, batch = smoke_module_and_batch(loss, batch_size=4)
+    module.windows = True
+    module.eval()  # BatchNorm from running statistics: a window cannot change them
+
+    def loss_and_grads():
+        module.iou_net.zero_grad()
+        torch.manual_seed(0)  # the same noise samples (NCE+)
+        value, stats = module(batch)
+        value.backward()
+        return value.detach(), stats, [p.grad.clone() for p in module.iou_net.parameters()]
+
+    windowed = loss_and_grads()
+
+    module.windows = False
+    full = loss_and_grads()
+    torch.testing.assert_close(windowed[0], full[0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(windowed[1], full[1], rtol=1e-5, atol=1e-6)
+    for mine, theirs in zip(windowed[2], full[2]):
+        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-6)

@@ -164,11 +164,13 @@ def legacy_dict(config) -> dict:
     del data["data"]["source"]  # the data source was the one whose fields were set
     order = ("preset", "model", "backbone", "pretrained", "backbone_weights", "head_width")
     order += ("head_dims", "processing", "data", "loss", "dimp", "trainer", "feature_cache")
-    # feature_stream came later: the code before never wrote it (a preset that streams keeps it).
-    if data["feature_stream"] == iou_net["feature_stream"]:
-        del data["feature_stream"]
-    else:
-        order += ("feature_stream",)
+    # feature_stream and head_windows came later: the code before never wrote them (a preset
+    # that sets one keeps it).
+    for later in ("feature_stream", "head_windows"):
+        if data[later] == iou_net[later]:
+            del data[later]
+        else:
+            order += (later,)
     assert set(data) == set(order)
     return {key: data[key] for key in order}
 
@@ -210,7 +212,8 @@ def test_each_kind_has_only_its_own_settings():
     iou_net, dimp = setting_names(IoUNetExperiment), setting_names(DiMPExperiment)
     common = {"preset", "backbone", "pretrained", "backbone_weights", "data", "trainer"}
     assert iou_net & dimp == common | {"feature_cache"}
-    assert iou_net - dimp == {"head_width", "head_dims", "processing", "loss", "feature_stream"}
+    own = {"head_width", "head_dims", "processing", "loss", "feature_stream", "head_windows"}
+    assert iou_net - dimp == own
     assert dimp - iou_net == {"dimp"}
     assert (IoUNetExperiment.model_file, DiMPExperiment.model_file) == (
         "iou_net.safetensors",

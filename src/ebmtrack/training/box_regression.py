@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from ebmtrack.ebm import get_loss
 from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.ops.boxes import box_convert
+from ebmtrack.ops.windows import box_cells, crop_windows
 
 # The tracking recipes of the paper's appendix D.2 for the box head: M = 128 samples, proposal /
 # noise mixture with standard deviations 0.05 and 0.5 on every coordinate (DiMP-KLD-IS, after
@@ -157,6 +158,11 @@ class BoxRegressionModule(nn.Module):
         iou_net: the head to train; its ``input_channels`` must match the backbone's layers.
         loss: the loss to train with.
         layers: the two backbone layers (default: the backbone's ``default_layers``).
+        windows: run the head's branches on the windows of the feature maps that the boxes it
+            scores read (:meth:`window`): the reference box's always, the proposals' with
+            ``"mse"`` (an EBM loss draws its own boxes anywhere in the crop). The same outputs
+            and gradients as the whole maps in eval mode; in train mode BatchNorm's batch
+            statistics then come from the windows, around the target, as the trackers read it.
     """
 
     frozen_submodules = ("backbone",)
@@ -167,8 +173,10 @@ class BoxRegressionModule(nn.Module):
         iou_net: AtomIoUNet,
         loss: BoxLossConfig | None = None,
         layers: tuple[str, str] | None = None,
+        windows: bool = False,
     ) -> None:
         super().__init__()
+        self.windows = windows
         self.backbone = backbone.eval().requires_grad_(False)
         self.iou_net = iou_net
         self.loss = loss or BoxLossConfig()
@@ -208,15 +216,20 @@ class BoxRegressionModule(nn.Module):
     ) -> tuple[Tensor, dict[str, Tensor]]:
         """The loss and stats of :meth:`forward` from the backbone's features of both crops
         (lets a module that reads cached features share everything after the backbone)."""
-        modulation = self.iou_net.modulation(ref_feats, batch["ref_box"])
-        test_features = self.iou_net.test_features(test_feats)
+        ref_window, ref_box = self.window(ref_feats, batch["ref_box"][:, None], border=1)
+        modulation = self.iou_net.modulation(ref_window, ref_box[:, 0])
+        proposals = batch["proposals"]
         stats = {}
         if self.loss_fn is None:
-            predicted = self.iou_net.predict_iou(modulation, test_features, batch["proposals"])
+            # MSE scores only the proposals: the test branch runs on their window.
+            test_window, proposals = self.window(test_feats, proposals, border=2)
+            test_features = self.iou_net.test_features(test_window)
+            predicted = self.iou_net.predict_iou(modulation, test_features, proposals)
             error = predicted.float() - batch["proposal_iou"]
             loss = error.square().mean()
             stats["iou_abs_error"] = error.detach().abs().mean() / 2
-        else:
+        else:  # the loss draws its own boxes, anywhere in the crop: the whole map
+            test_features = self.iou_net.test_features(test_feats)
             size_norm = batch["test_box"][:, 2:]
             x = BoxConditioning(modulation, test_features, size_norm)
             y = box_convert(batch["test_box"][:, None, :], "xywh", "ebm", size_norm)[:, 0]
@@ -224,6 +237,22 @@ class BoxRegressionModule(nn.Module):
             loss = self.loss_fn(BoxEnergy(self.iou_net), x, y, **self.loss_params)
         if not self.training:  # in train mode an extra pass would move BatchNorm statistics
             with torch.no_grad():
-                scores = self.iou_net.predict_iou(modulation, test_features, batch["proposals"])
+                scores = self.iou_net.predict_iou(modulation, test_features, proposals)
             stats.update(proposal_ranking_stats(scores.float(), batch["proposal_iou"]))
         return loss, stats
+
+    def window(
+        self, feats: list[Tensor], boxes: Tensor, border: int
+    ) -> tuple[list[Tensor], Tensor]:
+        """The windows of the [fine, coarse] ``feats`` (B, C, H, W) that pooling ``boxes``
+        (B, N, 4, xywh px) reads after ``border`` 3x3 convolutions (:mod:`ebmtrack.ops.windows`),
+        and the boxes in the windows' pixels: the head's outputs for those boxes are the whole
+        maps' (up to float rounding) at a fraction of the cost. Without ``windows``: the whole
+        maps and the boxes unmoved."""
+        if not self.windows:
+            return feats, boxes
+        fine_stride, coarse_stride = self.iou_net.config.strides
+        cells = box_cells(boxes.detach(), coarse_stride, tuple(feats[1].shape[-2:]), border)
+        windows, origins = crop_windows(feats, cells, (coarse_stride // fine_stride, 1))
+        shift = (origins.flip(1) * coarse_stride).to(boxes.dtype)  # (B, 2) x, y px
+        return windows, torch.cat([boxes[..., :2] - shift[:, None], boxes[..., 2:]], dim=-1)

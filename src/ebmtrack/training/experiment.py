@@ -204,6 +204,8 @@ class IoUNetExperiment(Experiment):
         loss: the box loss.
         feature_stream: fresh pairs whose features the DataLoader workers compute
             (:mod:`ebmtrack.training.feature_stream`); not with ``feature_cache``.
+        head_windows: the head's branches run on the feature windows its boxes read
+            (:class:`~ebmtrack.training.box_regression.BoxRegressionModule`'s ``windows``).
     """
 
     preset: str = "atom-r18"
@@ -213,6 +215,7 @@ class IoUNetExperiment(Experiment):
     processing: AtomProcessing = field(default_factory=AtomProcessing)
     loss: BoxLossConfig = field(default_factory=BoxLossConfig)
     feature_stream: FeatureStreamConfig = field(default_factory=FeatureStreamConfig)
+    head_windows: bool = False
 
     model_file: ClassVar[str] = "iou_net.safetensors"
 
@@ -231,7 +234,9 @@ class IoUNetExperiment(Experiment):
         )
         precomputed = self.feature_cache.enabled or self.feature_stream.enabled
         module_type = CachedBoxRegressionModule if precomputed else BoxRegressionModule
-        return module_type(backbone, AtomIoUNet(head), self.loss, backbone.default_layers)
+        return module_type(
+            backbone, AtomIoUNet(head), self.loss, backbone.default_layers, self.head_windows
+        )
 
     def _samples(self, datasets, weights, seed, num) -> Dataset:
         from ebmtrack.data.sampler import TrackingPairs
