@@ -98,7 +98,7 @@ def _refined(tracker, feats: dict, matrix: np.ndarray, box: np.ndarray) -> np.nd
     box_crop = box_to_crop(box, matrix)
     center = box_crop[:2] + box_crop[2:] / 2
     size = box_crop[2:].astype(np.float64)
-    refined = tracker.box_estimator.refine(tracker._state, feats, center, size)
+    refined = tracker.box_estimator.refine(tracker.state, feats, center, size)
     return box if refined is None else _to_frame(refined[0], matrix)
 
 
@@ -108,7 +108,7 @@ def score_sequence(sequence, starts: np.ndarray, weights: str, options: dict) ->
     tracker = ATOM_POLISHED(weights=weights, seed=0, **options)
     truth = sequence.ground_truth
     tracker.initialize(sequence.frame(0), truth[0])
-    state = tracker._state
+    state = tracker.state
     generator = torch.Generator().manual_seed(0)
     rows = {"start": [], "refined": [], "ceiling": [], "rank_corr": []}
     annotated = sequence.annotated()
@@ -138,7 +138,7 @@ def near_rank_correlation(tracker, feats, matrix, truth, generator) -> float:
     head = tracker.box_estimator.head.folded
     with torch.no_grad():
         test = head.test_features([feats[layer] for layer in tracker.box_estimator.layers])
-        scores = head.predict_iou(tracker._state.modulation, test, boxes[None])
+        scores = head.predict_iou(tracker.state.modulation, test, boxes[None])
     return float(proposal_ranking_stats(scores.float(), (2 * iou - 1)[None])["rank_corr"])
 
 

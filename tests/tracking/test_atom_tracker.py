@@ -202,7 +202,7 @@ def test_training_schedule_and_hard_negative_update(backbone, monkeypatch):
     original = module.update_filter
 
     def counting(*args, **kwargs):
-        updates.append(tracker._state.frame_index)
+        updates.append(tracker.state.frame_index)
         return original(*args, **kwargs)
 
     monkeypatch.setattr(module, "update_filter", counting)
@@ -211,7 +211,7 @@ def test_training_schedule_and_hard_negative_update(backbone, monkeypatch):
     tracker.initialize(frames[0], boxes[0])
     statuses = {}
     for frame in frames[1:]:
-        index = tracker._state.frame_index + 1
+        index = tracker.state.frame_index + 1
         statuses[index] = tracker.track(frame).status
     scheduled = {11, 21}
     hard = {i for i, s in statuses.items() if s == TrackStatus.HARD_NEGATIVE}
@@ -365,7 +365,7 @@ def test_a_head_box_reported_only_never_moves_the_state(backbone, iou_net):
         reported, states = [], []
         for frame in frames[1:]:
             reported.append(tracker.track(frame).box)
-            states.append(np.concatenate([tracker._state.center, tracker._state.size]))
+            states.append(np.concatenate([tracker.state.center, tracker.state.size]))
         return np.array(reported), np.array(states)
 
     alone_boxes, alone_states = run(None, box_mode="scale")

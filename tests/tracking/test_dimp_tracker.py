@@ -205,7 +205,7 @@ def test_optimizer_schedule_and_hard_negatives(backbone, classifier, monkeypatch
     original = classifier.optimize_filter
 
     def spy(filters, feats, boxes_, num_iter=None, sample_weight=None):
-        state = tracker._state  # None during initialize
+        state = tracker.state  # None during initialize
         calls.append((state.frame_index if state else 1, num_iter, feats.shape[0]))
         return original(filters, feats, boxes_, num_iter, sample_weight)
 
@@ -223,7 +223,7 @@ def test_optimizer_schedule_and_hard_negatives(backbone, classifier, monkeypatch
     assert {3, 1} <= {num_iter for _, num_iter in expected}  # both kinds of update happened
     # Every normal or hard-negative frame entered the memory.
     stored = sum(r.status in (TrackStatus.NORMAL, TrackStatus.HARD_NEGATIVE) for r in results)
-    assert tracker._state.memory.num_stored == init_samples + stored
+    assert tracker.state.memory.num_stored == init_samples + stored
 
 
 def test_lost_target_keeps_the_box_and_learns_nothing(backbone, classifier, box_head):
@@ -231,13 +231,13 @@ def test_lost_target_keeps_the_box_and_learns_nothing(backbone, classifier, box_
     params = DiMPParams(target_not_found_threshold=1e9, **SMALL)
     tracker = DiMPTracker(backbone, classifier, box_head, params)
     tracker.initialize(frames[0], boxes[0])
-    filter_before = tracker._state.model.clone()
+    filter_before = tracker.state.model.clone()
     for frame in frames[1:]:
         result = tracker.track(frame)
         assert result.status == TrackStatus.NOT_FOUND
         assert np.allclose(result.box, boxes[0])
-    assert torch.equal(tracker._state.model, filter_before)
-    assert tracker._state.memory.num_stored == 15
+    assert torch.equal(tracker.state.model, filter_before)
+    assert tracker.state.memory.num_stored == 15
 
 
 def test_grayscale_and_border_cases_do_not_crash(backbone, classifier, box_head):

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ebmtrack.ops.crop import apply_matrix
+from ebmtrack.ops.crop import apply_matrix, invert_affine
 from ebmtrack.tracking.atom.params import HEAD_MODES, SCALE_MODES, AtomParams
 from ebmtrack.tracking.atom.refine import ascend_iou
 from ebmtrack.tracking.box_head import BoxHead
@@ -19,12 +19,6 @@ from ebmtrack.tracking.composition import TargetState
 from ebmtrack.tracking.search_region import Region
 
 __all__ = ["IoUBoxEstimator", "invert_affine"]
-
-
-def invert_affine(matrix: np.ndarray) -> np.ndarray:
-    """Inverse of an affine (2, 3) map."""
-    linear_inv = np.linalg.inv(matrix[:, :2])
-    return np.concatenate([linear_inv, -(linear_inv @ matrix[:, 2])[:, None]], axis=1)
 
 
 class IoUBoxEstimator:

@@ -26,7 +26,7 @@ from ebmtrack.tracking.atom.box import IoUBoxEstimator
 from ebmtrack.tracking.atom.classifier import GaussNewtonClassifier
 from ebmtrack.tracking.atom.params import HEAD_MODES, AtomParams
 from ebmtrack.tracking.box_head import BoxHead
-from ebmtrack.tracking.composition import SearchRegionTracker
+from ebmtrack.tracking.composition import Mode, SearchRegionTracker
 from ebmtrack.tracking.search_region import SearchRegion
 
 __all__ = ["AtomTracker"]
@@ -45,6 +45,8 @@ class AtomTracker(SearchRegionTracker):
         params: :class:`AtomParams`; its ``backbone`` name is informational here.
         calibrator: maps the per-frame features of :mod:`ebmtrack.tracking.confidence` to
             ``TrackResult.confidence``; None: the confidence is NaN.
+        mode: a :class:`~ebmtrack.tracking.composition.Mode` of the frame loop (``atom-lt``:
+            the long-term mode); None: none.
 
     For speed the tracker runs private copies with BatchNorm folded in: the eager backbone via
     :func:`~ebmtrack.models.backbones.optimize_for_inference` (channels-last too) and the box
@@ -61,6 +63,7 @@ class AtomTracker(SearchRegionTracker):
         box_head: AtomIoUNet | None = None,
         params: AtomParams | None = None,
         calibrator=None,
+        mode: Mode | None = None,
     ) -> None:
         params = params or AtomParams()
         device = torch.device(params.device)
@@ -85,4 +88,4 @@ class AtomTracker(SearchRegionTracker):
         classifier = GaussNewtonClassifier(backbone, params, device, runtime.dtype)
         layers = tuple(dict.fromkeys((*estimator.layers, classifier.layer)))
         search = SearchRegion(params, self.backbone, layers, runtime, device, estimator.slots)
-        super().__init__(params, search, classifier, estimator, calibrator)
+        super().__init__(params, search, classifier, estimator, calibrator, mode)
