@@ -36,8 +36,7 @@ from ebmtrack.ops.boxes import iou_xywh, perturb_boxes
 from ebmtrack.ops.crop import apply_matrix, box_to_crop, crop_square
 from ebmtrack.runtime import configure_threads
 from ebmtrack.tracking.atom.factory import ATOM, ATOM_POLISHED
-from ebmtrack.tracking.atom.params import HEAD_MODES, AtomParams
-from ebmtrack.tracking.params import PROPOSAL_FIELDS
+from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.training.box_regression import proposal_ranking_stats
 from ebmtrack.training.sources.pack import CLIP_HOLDOUT, PACK_HOLDOUT
 
@@ -65,7 +64,7 @@ def headless_boxes(sequence, options: dict, cache: Path) -> np.ndarray:
 
 def headless_options(options: dict) -> dict:
     """``options`` less the head's own fields, which ``atom`` (box_mode scale) refuses."""
-    bound = {**dict.fromkeys(PROPOSAL_FIELDS, HEAD_MODES), **AtomParams.mode_fields}
+    bound = AtomParams.mode_fields
     return {k: v for k, v in options.items() if "scale" in bound.get(k, ("scale",))}
 
 

@@ -21,8 +21,9 @@ from ebmtrack.ops.boxes import box_convert, iou_xywh
 from ebmtrack.ops.crop import box_to_crop, crop_square
 from ebmtrack.tracking.base import Tracker, TrackStatus
 from ebmtrack.tracking.box_refine import fold_iou_net
+from ebmtrack.tracking.composition import build_box_estimator
 from ebmtrack.tracking.dimp import DiMPParams, DiMPTracker
-from ebmtrack.tracking.dimp.box import EBMBoxEstimator
+from ebmtrack.tracking.dimp.box import BOX_ESTIMATORS
 from ebmtrack.tracking.dimp.factory import create_dimp_tracker
 from ebmtrack.tracking.dimp.refine import FrameBoxEnergy, ascend_boxes
 from ebmtrack.tracking.iou_gradient import IoUGradient
@@ -273,10 +274,16 @@ def test_each_box_mode_takes_exactly_the_head_it_reads(backbone, classifier, box
     assert refine.box_head is box_head
     assert refine.box_estimator.layers == tuple(backbone.default_layers)
     head = refine.box_estimator.head
-    with pytest.raises(ValueError, match="box_mode='refine' needs a box head"):
-        EBMBoxEstimator(DiMPParams(**SMALL), None)
-    with pytest.raises(ValueError, match="box_mode='position' reads no box head: pass none"):
-        EBMBoxEstimator(DiMPParams(box_mode="position", **SMALL), head)
+    with pytest.raises(ValueError, match="box_mode='refine' needs a box_head"):
+        build_box_estimator(BOX_ESTIMATORS, "refine", DiMPParams(**SMALL), None)
+    position_params = DiMPParams(box_mode="position", **SMALL)
+    with pytest.raises(ValueError, match="box_mode='position' reads no box_head: pass none"):
+        build_box_estimator(BOX_ESTIMATORS, "position", position_params, head)
+    with pytest.raises(ValueError, match="box_mode='position' reads no box_head: pass none"):
+        DiMPTracker(backbone, classifier, box_head, position_params)
+    # box_step_length is one number in both trackers: a pair is refused.
+    with pytest.raises(ValueError, match="box_step_length must be a number"):
+        DiMPParams(box_step_length=(2.5e-3, 2.5e-3))
     with pytest.raises(ValueError, match="box_mode must be one of refine, position, got 'scale'"):
         DiMPParams(box_mode="scale")
 
@@ -285,7 +292,7 @@ def test_each_box_mode_takes_exactly_the_head_it_reads(backbone, classifier, box
     "field, value",
     [
         ("box_steps", 2),
-        ("box_step_length", (1e-3, 1e-3)),
+        ("box_step_length", 1e-3),
         ("box_step_rule", "fixed"),
         ("box_step_decay", 0.9),
         ("box_top_k", 5),

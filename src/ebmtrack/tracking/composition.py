@@ -47,7 +47,7 @@ from ebmtrack.tracking.box_head import BoxHead
 from ebmtrack.tracking.confidence import ConfidenceEstimator
 from ebmtrack.tracking.localize import Localization, best_scale
 from ebmtrack.tracking.memory import SampleMemory
-from ebmtrack.tracking.params import SearchRegionParams
+from ebmtrack.tracking.params import SearchRegionParams, part_config
 from ebmtrack.tracking.search_region import FirstFrame, Region, SearchRegion, as_rgb, clamp_target
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "Mode",
     "SearchRegionTracker",
     "TargetState",
+    "build_box_estimator",
     "split_features",
 ]
 
@@ -152,6 +153,22 @@ class BoxEstimator(Protocol):
         ``position`` (crop px) in ``region`` (the best of the frame's; ``factor`` the scale
         between its peaks, ``feats`` its features). ``refine``: the size may change. Returns
         the box to report where it is not the state's, else None."""
+
+
+def build_box_estimator(
+    estimators: dict[str, type], mode: str, params, head: BoxHead | None
+) -> BoxEstimator:
+    """The box estimator of ``mode`` from a tracker's table of them by ``box_mode`` (classes with
+    ``needs_head`` and ``configs``, the config dataclasses they take in order, then ``head=``),
+    its configs filled from ``params`` (:func:`~ebmtrack.tracking.params.part_config`). The one
+    check that a mode gets a box head exactly when it reads one (ValueError)."""
+    kind = estimators[mode]
+    if kind.needs_head and head is None:
+        others = " or ".join(repr(m) for m, k in estimators.items() if not k.needs_head)
+        raise ValueError(f"box_mode={mode!r} needs a box_head, or pass box_mode={others}")
+    if head is not None and not kind.needs_head:
+        raise ValueError(f"box_mode={mode!r} reads no box_head: pass none")
+    return kind(*(part_config(config, params) for config in kind.configs), head=head)
 
 
 class Mode(Protocol):

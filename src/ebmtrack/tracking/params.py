@@ -4,21 +4,61 @@ with its own fields and, where its reference differs, its own defaults."""
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from dataclasses import MISSING, dataclass, fields
 from typing import ClassVar
 
 from ebmtrack.models.backbones.runtime import check_backbone_runtime
 from ebmtrack.tracking.augment import num_augmented_crops
 
-__all__ = ["PROPOSAL_FIELDS", "SearchRegionParams", "check_ranges"]
+__all__ = [
+    "SHARED_FIELDS",
+    "SearchRegionParams",
+    "check_ranges",
+    "config_fields",
+    "mode_fields",
+    "part_config",
+]
 
-# The box head's proposals: fields of every tracker whose box estimator refines with a head.
-PROPOSAL_FIELDS = (
-    "num_random_proposals",
-    "proposal_center_jitter",
-    "proposal_size_jitter",
-    "max_aspect_ratio",
-)
+# Fields a box estimator's config may read that every box mode keeps: the seed (the search
+# region's augmentation reads it too) and the damping of size changes.
+SHARED_FIELDS = ("seed", "size_update_rate")
+
+
+def part_config(config_type: type, params):
+    """A part's own config (a dataclass) from a tracker's parameters: each field the same-named
+    field of ``params``; a field that is itself a config dataclass is filled the same way. So
+    any tracker whose parameters have the fields can use the part."""
+    hints = typing.get_type_hints(config_type)
+    values = {}
+    for field in fields(config_type):
+        kind = hints[field.name]
+        nested = dataclasses.is_dataclass(kind)
+        values[field.name] = part_config(kind, params) if nested else getattr(params, field.name)
+    return config_type(**values)
+
+
+def config_fields(config_type: type) -> tuple[str, ...]:
+    """The tracker parameters a part's config reads (nested configs' fields included)."""
+    hints = typing.get_type_hints(config_type)
+    names: list[str] = []
+    for field in fields(config_type):
+        kind = hints[field.name]
+        names.extend(config_fields(kind) if dataclasses.is_dataclass(kind) else (field.name,))
+    return tuple(names)
+
+
+def mode_fields(estimators: dict[str, type]) -> dict[str, tuple[str, ...]]:
+    """For a table of box estimators by ``box_mode`` (each with a ``configs`` tuple of config
+    dataclasses), each field they read (but :data:`SHARED_FIELDS`) -> the modes that read it."""
+    read: dict[str, list[str]] = {}
+    for mode, estimator in estimators.items():
+        for config in estimator.configs:
+            for name in config_fields(config):
+                if name not in SHARED_FIELDS and mode not in read.setdefault(name, []):
+                    read[name].append(mode)
+    return {name: tuple(modes) for name, modes in read.items()}
 
 
 def check_ranges(
@@ -136,7 +176,8 @@ class SearchRegionParams:
     seed: int = 0
 
     # Set by each tracker's parameters: its box modes, those that refine with a box head, the
-    # modes each mode-bound field applies to, and renamed parameters (old name -> what to use).
+    # modes that read each mode-bound field (from its box estimators' configs,
+    # :func:`mode_fields`), and renamed parameters (old name -> what to use).
     box_modes: ClassVar[tuple[str, ...]] = ()
     head_modes: ClassVar[tuple[str, ...]] = ()
     mode_fields: ClassVar[dict[str, tuple[str, ...]]] = {}
@@ -178,7 +219,7 @@ class SearchRegionParams:
         mode = getattr(self, "box_mode", None)
         if mode not in self.box_modes:
             raise ValueError(f"box_mode must be one of {', '.join(self.box_modes)}, got {mode!r}")
-        bound = {name: self.head_modes for name in PROPOSAL_FIELDS} | self.mode_fields
+        bound = self.mode_fields
         defaults = {f.name: f.default for f in fields(self) if f.default is not MISSING}
         for name, modes in bound.items():
             if mode not in modes and getattr(self, name) != defaults[name]:
