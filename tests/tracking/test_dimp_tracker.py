@@ -24,7 +24,6 @@ from ebmtrack.tracking.box_refine import fold_iou_net
 from ebmtrack.tracking.composition import build_box_estimator
 from ebmtrack.tracking.dimp import DiMPParams, DiMPTracker
 from ebmtrack.tracking.dimp.box import BOX_ESTIMATORS
-from ebmtrack.tracking.dimp.factory import create_dimp_tracker
 from ebmtrack.tracking.dimp.refine import FrameBoxEnergy, ascend_boxes
 from ebmtrack.tracking.iou_gradient import IoUGradient
 from ebmtrack.training.box_regression import BoxConditioning, BoxEnergy
@@ -320,8 +319,6 @@ def test_registry_and_load_tracker(monkeypatch):
     renamed = r"'use_box_head' was renamed: use box_mode \('refine' with the box head"
     with pytest.raises(ValueError, match=renamed):
         load_tracker("dimp-nce+", use_box_head=False)
-    with pytest.raises(ValueError, match=renamed):
-        create_dimp_tracker(use_box_head=False)
     tracker = load_tracker("dimp-nce+", search_size=96, box_steps=2)
     assert isinstance(tracker, DiMPTracker) and tracker.name == "dimp-nce+"
     assert tracker.box_head is not None  # the shipped NCE+ head

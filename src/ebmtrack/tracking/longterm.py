@@ -36,6 +36,7 @@ from ebmtrack.tracking.base import TrackResult, TrackStatus
 from ebmtrack.tracking.composition import SearchRegionTracker, TargetState
 from ebmtrack.tracking.localize import upsample_scores
 from ebmtrack.tracking.search_region import Region
+from ebmtrack.values import OptionError
 
 __all__ = [
     "LongTermMode",
@@ -72,20 +73,30 @@ class LongTermParams:
     tile_overlap: float = 0.25
 
     def check_long_term(self) -> None:
-        """Raise ValueError naming the first field out of range."""
+        """Raise :class:`~ebmtrack.values.OptionError` naming the first field out of range."""
         if not (isinstance(self.lost_after, int) and self.lost_after >= 1):
-            raise ValueError(f"lost_after must be a positive int, got {self.lost_after!r}")
+            raise OptionError(
+                f"lost_after must be a positive int, got {self.lost_after!r}", "lost_after"
+            )
         if not (isinstance(self.lost_crops, int) and self.lost_crops >= 2):
-            raise ValueError(f"lost_crops must be an int >= 2, got {self.lost_crops!r}")
+            raise OptionError(
+                f"lost_crops must be an int >= 2, got {self.lost_crops!r}", "lost_crops"
+            )
         if not 0 <= self.tile_overlap < 1:
-            raise ValueError(f"tile_overlap must be in [0, 1), got {self.tile_overlap!r}")
+            raise OptionError(
+                f"tile_overlap must be in [0, 1), got {self.tile_overlap!r}", "tile_overlap"
+            )
         if not math.isfinite(self.redetect_threshold):
-            raise ValueError(
-                f"redetect_threshold must be a finite number, got {self.redetect_threshold!r}"
+            raise OptionError(
+                f"redetect_threshold must be a finite number, got {self.redetect_threshold!r}",
+                "redetect_threshold",
             )
         near = self.redetect_near_threshold
         if near is not None and not (isinstance(near, int | float) and math.isfinite(near)):
-            raise ValueError(f"redetect_near_threshold must be a number or None, got {near!r}")
+            raise OptionError(
+                f"redetect_near_threshold must be a number or None, got {near!r}",
+                "redetect_near_threshold",
+            )
 
 
 def is_lost(result: TrackResult) -> bool:

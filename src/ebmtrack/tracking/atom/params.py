@@ -8,6 +8,7 @@ from typing import ClassVar
 from ebmtrack.models.precision import PRECISIONS
 from ebmtrack.tracking.atom.box import BOX_ESTIMATORS, BOX_MODES, HEAD_MODES, SCALE_MODES
 from ebmtrack.tracking.params import SearchRegionParams, check_ranges, mode_fields
+from ebmtrack.values import OptionError
 
 __all__ = ["BOX_MODES", "HEAD_MODES", "SCALE_MODES", "AtomParams"]
 
@@ -117,13 +118,12 @@ class AtomParams(SearchRegionParams):
         if not (
             factors and all(isinstance(f, int | float) and 0 < f < 10 and f != 1 for f in factors)
         ):
-            raise ValueError(
-                f"scale_factors must be numbers in (0, 10) other than 1, got {factors!r}"
+            raise OptionError(
+                f"scale_factors must be numbers in (0, 10) other than 1, got {factors!r}",
+                "scale_factors",
             )
-        margin = self.box_accept_margin
-        if not isinstance(margin, int | float) or isinstance(margin, bool):
-            raise ValueError(f"box_accept_margin must be a number, got {margin!r}")
         if self.precision not in PRECISIONS:
-            raise ValueError(
-                f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
+            raise OptionError(
+                f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}",
+                "precision",
             )

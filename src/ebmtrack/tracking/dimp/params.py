@@ -8,6 +8,7 @@ from typing import ClassVar
 from ebmtrack.tracking.dimp.box import BOX_ESTIMATORS, BOX_MODES
 from ebmtrack.tracking.dimp.refine import STEP_RULES
 from ebmtrack.tracking.params import SearchRegionParams, check_ranges, mode_fields
+from ebmtrack.values import OptionError
 
 __all__ = ["BOX_MODES", "STEP_RULES", "DiMPParams"]
 
@@ -80,11 +81,6 @@ class DiMPParams(SearchRegionParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        step = self.box_step_length
-        if not isinstance(step, int | float) or isinstance(step, bool):
-            raise ValueError(
-                f"box_step_length must be a number (the centre's and the size's), got {step!r}"
-            )
         check_ranges(
             self,
             positive_ints=("box_top_k",),
@@ -93,8 +89,11 @@ class DiMPParams(SearchRegionParams):
         )
         self._check_box_mode()
         if self.box_step_rule not in STEP_RULES:
-            raise ValueError(
-                f"box_step_rule must be one of {', '.join(STEP_RULES)}, got {self.box_step_rule!r}"
+            raise OptionError(
+                f"box_step_rule must be one of {', '.join(STEP_RULES)}, got {self.box_step_rule!r}",
+                "box_step_rule",
             )
         if not 0 < self.box_step_decay <= 1:
-            raise ValueError(f"box_step_decay must be in (0, 1], got {self.box_step_decay!r}")
+            raise OptionError(
+                f"box_step_decay must be in (0, 1], got {self.box_step_decay!r}", "box_step_decay"
+            )
