@@ -97,7 +97,7 @@ def bench(backbone_name, runtime, search_size, frames, box, warmup, mode, precis
     times = np.append(np.median(rows[:, :-1], axis=0), rows[:, -1].mean()) * 1e3
     # A short run never fills the 250-sample memory: time one update on a full memory too, and
     # count it once every train_skipping frames in the steady-state total.
-    state = tracker._state
+    state = tracker.state
     samples, labels, weights = state.memory.training_set()
     count = params.memory_size
     full = [

@@ -44,7 +44,7 @@ def main() -> None:
             return value
 
         timed.last_seconds = 0.0  # read by the tracker for last_timings
-        tracker.confidence_estimator = timed
+        tracker.state.confidence_estimator = timed
         for frame in frames[1:]:
             tic = time.thread_time()
             result = tracker.track(frame)

@@ -14,8 +14,8 @@ add /tmp/before COMMIT``), alternating which goes first, best of ``--repeats``:
   ``initialize`` and every ``track`` call (wall and CPU time, ``process_time``), after a warm-up
   pass over a few frames; ``crop ms`` is the median of the tracker's own ``last_timings["crop"]``
   (the frame's three search regions, cut and copied into the backbone's input), and ``crop CPU
-  ms`` the mean CPU time of the tracker's crop step (``_next_frame``, timed with
-  ``thread_time`` around it, the same way in both trees) per tracked frame.
+  ms`` the mean CPU time of the tracker's crop step (its search region's public ``crop``, timed
+  with ``thread_time`` around it, the same way in both trees) per tracked frame.
 - **pipeline** (``--parts``, default with ``api``): in one process of the "after" tree, the
   command's frame loop alone on the same frames as JPEG (quality 95), wall FPS with
   ``initialize``: decoded beforehand (the API), decoded in the loop (as ``ebmtrack track`` did
@@ -82,16 +82,16 @@ def child(spec: dict) -> None:
     frames, box = resized_frames(spec["frames"], tuple(spec["size"]))
     tracker = ebmtrack.load_tracker("atom", threads=1, precision="float32")
     # The crop step's CPU time (this thread's), frame by frame: the same method in both trees.
-    crop_cpu, next_frame = [], tracker._next_frame
+    crop_cpu, crop = [], tracker.search.crop
 
-    def timed_next_frame(*args, **kwargs):
+    def timed_crop(*args, **kwargs):
         start = time.thread_time()
         try:
-            return next_frame(*args, **kwargs)
+            return crop(*args, **kwargs)
         finally:
             crop_cpu.append(time.thread_time() - start)
 
-    tracker._next_frame = timed_next_frame
+    tracker.search.crop = timed_crop
     tracker.initialize(frames[0], box)  # warm-up: sessions, allocator, caches
     for frame in frames[1 : 1 + spec["warmup"]]:
         tracker.track(frame)

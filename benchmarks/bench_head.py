@@ -36,8 +36,7 @@ from ebmtrack.ops.boxes import iou_xywh, perturb_boxes
 from ebmtrack.ops.crop import apply_matrix, box_to_crop, crop_square
 from ebmtrack.runtime import configure_threads
 from ebmtrack.tracking.atom.factory import ATOM, ATOM_POLISHED
-from ebmtrack.tracking.atom.params import HEAD_MODES, AtomParams
-from ebmtrack.tracking.params import PROPOSAL_FIELDS
+from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.training.box_regression import proposal_ranking_stats
 from ebmtrack.training.sources.pack import CLIP_HOLDOUT, PACK_HOLDOUT
 
@@ -65,7 +64,7 @@ def headless_boxes(sequence, options: dict, cache: Path) -> np.ndarray:
 
 def headless_options(options: dict) -> dict:
     """``options`` less the head's own fields, which ``atom`` (box_mode scale) refuses."""
-    bound = {**dict.fromkeys(PROPOSAL_FIELDS, HEAD_MODES), **AtomParams.mode_fields}
+    bound = AtomParams.mode_fields
     return {k: v for k, v in options.items() if "scale" in bound.get(k, ("scale",))}
 
 
@@ -98,7 +97,7 @@ def _refined(tracker, feats: dict, matrix: np.ndarray, box: np.ndarray) -> np.nd
     box_crop = box_to_crop(box, matrix)
     center = box_crop[:2] + box_crop[2:] / 2
     size = box_crop[2:].astype(np.float64)
-    refined = tracker.box_estimator.refine(tracker._state, feats, center, size)
+    refined = tracker.box_estimator.refine(tracker.state, feats, center, size)
     return box if refined is None else _to_frame(refined[0], matrix)
 
 
@@ -108,7 +107,7 @@ def score_sequence(sequence, starts: np.ndarray, weights: str, options: dict) ->
     tracker = ATOM_POLISHED(weights=weights, seed=0, **options)
     truth = sequence.ground_truth
     tracker.initialize(sequence.frame(0), truth[0])
-    state = tracker._state
+    state = tracker.state
     generator = torch.Generator().manual_seed(0)
     rows = {"start": [], "refined": [], "ceiling": [], "rank_corr": []}
     annotated = sequence.annotated()
@@ -138,7 +137,7 @@ def near_rank_correlation(tracker, feats, matrix, truth, generator) -> float:
     head = tracker.box_estimator.head.folded
     with torch.no_grad():
         test = head.test_features([feats[layer] for layer in tracker.box_estimator.layers])
-        scores = head.predict_iou(tracker._state.modulation, test, boxes[None])
+        scores = head.predict_iou(tracker.state.modulation, test, boxes[None])
     return float(proposal_ranking_stats(scores.float(), (2 * iou - 1)[None])["rank_corr"])
 
 

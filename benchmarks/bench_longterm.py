@@ -59,7 +59,7 @@ def main() -> None:
     }
     for tracker in trackers.values():
         tracker.initialize(frames[0], box)
-    trackers["lost"].lost = True
+    trackers["lost"].state.mode.lost = True
     # Timed by the status each frame reports (the tracked one may lose the target too).
     wall = dict.fromkeys(trackers, 0.0)
     cpu = dict.fromkeys(trackers, 0.0)

@@ -66,7 +66,7 @@ def one_step(sequence, weights: str, seed: int, options: dict) -> dict[str, np.n
         def track(self, frame):
             gains.append(float("nan"))
             result = tracker.track(frame)
-            states.append(tracker._state.box())
+            states.append(tracker.state.box())
             reported.append(np.asarray(result.box, dtype=np.float64))
             return result
 

@@ -31,8 +31,9 @@ def load_tracker(name: str = "atom", threads: int | None = None, **options) -> T
             files or ``model_dir``. ``ebmtrack track`` and ``ebmtrack eval`` take the same.
 
     Raises:
-        ValueError: unknown tracker or option (naming the valid ones), or weights that do not
-            match.
+        ValueError: unknown tracker, an option it cannot take (:class:`~ebmtrack.values.
+            OptionError`, naming the valid ones; checked once, by the registry), or weights
+            that do not match.
     """
     from ebmtrack.runtime import configure_threads
     from ebmtrack.tracking.registry import create_tracker
@@ -55,8 +56,7 @@ def load_multi_tracker(name: str = "atom", threads: int | None = None, **options
     """
     from ebmtrack.runtime import configure_threads
     from ebmtrack.tracking.multi import MultiTargetTracker
-    from ebmtrack.tracking.registry import check_options, create_tracker
+    from ebmtrack.tracking.registry import create_tracker
 
     configure_threads(threads)
-    check_options(name, options)
-    return MultiTargetTracker(lambda: create_tracker(name, **options))
+    return MultiTargetTracker(lambda: create_tracker(name, **options))  # builds one at once

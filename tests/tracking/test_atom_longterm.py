@@ -68,7 +68,7 @@ def _iou(box, truth) -> float:
 
 
 def _memory_snapshot(tracker):
-    state = tracker._state
+    state = tracker.state
     memory = state.memory
     return (
         memory.samples.clone(),
@@ -110,7 +110,7 @@ def test_lost_freezes_the_models_and_reacquires_a_target_that_jumped(imagenet_ba
     assert found and found[0] - back <= 2, f"re-acquired at {found[:1]}, the target at {back}"
     assert all(s != TrackStatus.LOST for s in statuses[found[0] - 1 :])
     # Tracking resumed with its updates: the memory grew after re-acquisition.
-    assert tracker._state.memory.num_stored > frozen[2]
+    assert tracker.state.memory.num_stored > frozen[2]
 
     # ATOM itself keeps searching where the target left and never finds it.
     atom = AtomTracker(imagenet_backbone, None, AtomParams(**PARAMS))

@@ -9,10 +9,11 @@ from ebmtrack.models.backbones import create_backbone
 from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
 from ebmtrack.ops.boxes import iou_xywh
 from ebmtrack.tracking.atom import AtomParams, AtomTracker
-from ebmtrack.tracking.atom.box import IoUBoxEstimator
+from ebmtrack.tracking.atom.box import BOX_ESTIMATORS, GateConfig
 from ebmtrack.tracking.atom.params import BOX_MODES, HEAD_MODES, SCALE_MODES
 from ebmtrack.tracking.base import Tracker, TrackStatus
 from ebmtrack.tracking.box_head import BoxHead
+from ebmtrack.tracking.composition import build_box_estimator
 
 SMALL = {"search_size": 96}
 
@@ -202,7 +203,7 @@ def test_training_schedule_and_hard_negative_update(backbone, monkeypatch):
     original = module.update_filter
 
     def counting(*args, **kwargs):
-        updates.append(tracker._state.frame_index)
+        updates.append(tracker.state.frame_index)
         return original(*args, **kwargs)
 
     monkeypatch.setattr(module, "update_filter", counting)
@@ -211,7 +212,7 @@ def test_training_schedule_and_hard_negative_update(backbone, monkeypatch):
     tracker.initialize(frames[0], boxes[0])
     statuses = {}
     for frame in frames[1:]:
-        index = tracker._state.frame_index + 1
+        index = tracker.state.frame_index + 1
         statuses[index] = tracker.track(frame).status
     scheduled = {11, 21}
     hard = {i for i, s in statuses.items() if s == TrackStatus.HARD_NEGATIVE}
@@ -284,13 +285,14 @@ def test_bad_inputs(backbone, iou_net):
 
 @pytest.mark.parametrize("mode", BOX_MODES)
 def test_each_box_mode_builds_with_exactly_the_head_it_reads(backbone, iou_net, mode):
-    """A mode with an IoU-Net needs one; a mode without reads none (the tracker leaves out a
-    head given to it, the box estimator refuses one); the scale modes crop three regions."""
+    """A mode with an IoU-Net needs one, a mode without refuses one (one check, in the box
+    estimator's builder); the scale modes crop three regions; the mode's class is its own."""
     frames, boxes = moving_object_sequence(num_frames=3)
     params = AtomParams(box_mode=mode, **SMALL)
     with_head = mode in HEAD_MODES
     tracker = AtomTracker(backbone, iou_net if with_head else None, params)
     assert (tracker.box_head is iou_net) == with_head and (tracker.box_head is None) != with_head
+    assert type(tracker.box_estimator) is BOX_ESTIMATORS[mode]
     assert tracker.box_estimator.slots == (3 if mode in SCALE_MODES else 1)
     assert bool(tracker.box_estimator.layers) == with_head
     tracker.initialize(frames[0], boxes[0])
@@ -299,13 +301,36 @@ def test_each_box_mode_builds_with_exactly_the_head_it_reads(backbone, iou_net, 
     if with_head:
         with pytest.raises(ValueError, match=f"box_mode={mode!r} needs a box_head"):
             AtomTracker(backbone, None, params)
-        with pytest.raises(ValueError, match=f"box_mode={mode!r} needs an IoU-Net"):
-            IoUBoxEstimator(params, None)
+        with pytest.raises(ValueError, match=f"box_mode={mode!r} needs a box_head"):
+            build_box_estimator(BOX_ESTIMATORS, mode, params, None)
     else:
-        assert AtomTracker(backbone, iou_net, params).box_head is None
+        with pytest.raises(ValueError, match=f"box_mode={mode!r} reads no box_head: pass none"):
+            AtomTracker(backbone, iou_net, params)
         head = BoxHead(iou_net, backbone, torch.device("cpu"))
-        with pytest.raises(ValueError, match=f"box_mode={mode!r} reads no IoU-Net: pass none"):
-            IoUBoxEstimator(params, head)
+        with pytest.raises(ValueError, match=f"box_mode={mode!r} reads no box_head: pass none"):
+            build_box_estimator(BOX_ESTIMATORS, mode, params, head)
+
+
+def test_a_box_estimator_reads_only_its_own_config(backbone, iou_net):
+    """The parts take their own configs, filled from any object with the fields (here not a
+    tracker's parameters at all), so they can be mixed."""
+    from types import SimpleNamespace
+
+    from ebmtrack.tracking.atom.box import GatedBox, IoUAscentConfig, ScaleSearchConfig
+    from ebmtrack.tracking.params import config_fields, part_config
+
+    fields = {name: getattr(AtomParams(), name) for name in config_fields(IoUAscentConfig)}
+    fields |= {"box_step_length": 0.25, "num_random_proposals": 2}
+    ascent = part_config(IoUAscentConfig, SimpleNamespace(**fields))
+    assert ascent.box_step_length == 0.25 and ascent.proposals.num_random_proposals == 2
+    assert set(config_fields(ScaleSearchConfig)) == {
+        "scale_factors",
+        "scale_search_interval",
+        "size_update_rate",
+    }
+    head = BoxHead(iou_net, backbone, torch.device("cpu"))
+    gated = GatedBox(ScaleSearchConfig(scale_factors=(0.9, 1.1)), ascent, GateConfig(0.3), head)
+    assert gated.factors == (1.0, 0.9, 1.1) and gated.ascent is ascent
 
 
 @pytest.mark.parametrize(
@@ -365,7 +390,7 @@ def test_a_head_box_reported_only_never_moves_the_state(backbone, iou_net):
         reported, states = [], []
         for frame in frames[1:]:
             reported.append(tracker.track(frame).box)
-            states.append(np.concatenate([tracker._state.center, tracker._state.size]))
+            states.append(np.concatenate([tracker.state.center, tracker.state.size]))
         return np.array(reported), np.array(states)
 
     alone_boxes, alone_states = run(None, box_mode="scale")

@@ -21,9 +21,9 @@ from ebmtrack.ops.boxes import box_convert, iou_xywh
 from ebmtrack.ops.crop import box_to_crop, crop_square
 from ebmtrack.tracking.base import Tracker, TrackStatus
 from ebmtrack.tracking.box_refine import fold_iou_net
+from ebmtrack.tracking.composition import build_box_estimator
 from ebmtrack.tracking.dimp import DiMPParams, DiMPTracker
-from ebmtrack.tracking.dimp.box import EBMBoxEstimator
-from ebmtrack.tracking.dimp.factory import create_dimp_tracker
+from ebmtrack.tracking.dimp.box import BOX_ESTIMATORS
 from ebmtrack.tracking.dimp.refine import FrameBoxEnergy, ascend_boxes
 from ebmtrack.tracking.iou_gradient import IoUGradient
 from ebmtrack.training.box_regression import BoxConditioning, BoxEnergy
@@ -205,7 +205,7 @@ def test_optimizer_schedule_and_hard_negatives(backbone, classifier, monkeypatch
     original = classifier.optimize_filter
 
     def spy(filters, feats, boxes_, num_iter=None, sample_weight=None):
-        state = tracker._state  # None during initialize
+        state = tracker.state  # None during initialize
         calls.append((state.frame_index if state else 1, num_iter, feats.shape[0]))
         return original(filters, feats, boxes_, num_iter, sample_weight)
 
@@ -223,7 +223,7 @@ def test_optimizer_schedule_and_hard_negatives(backbone, classifier, monkeypatch
     assert {3, 1} <= {num_iter for _, num_iter in expected}  # both kinds of update happened
     # Every normal or hard-negative frame entered the memory.
     stored = sum(r.status in (TrackStatus.NORMAL, TrackStatus.HARD_NEGATIVE) for r in results)
-    assert tracker._state.memory.num_stored == init_samples + stored
+    assert tracker.state.memory.num_stored == init_samples + stored
 
 
 def test_lost_target_keeps_the_box_and_learns_nothing(backbone, classifier, box_head):
@@ -231,13 +231,13 @@ def test_lost_target_keeps_the_box_and_learns_nothing(backbone, classifier, box_
     params = DiMPParams(target_not_found_threshold=1e9, **SMALL)
     tracker = DiMPTracker(backbone, classifier, box_head, params)
     tracker.initialize(frames[0], boxes[0])
-    filter_before = tracker._state.model.clone()
+    filter_before = tracker.state.model.clone()
     for frame in frames[1:]:
         result = tracker.track(frame)
         assert result.status == TrackStatus.NOT_FOUND
         assert np.allclose(result.box, boxes[0])
-    assert torch.equal(tracker._state.model, filter_before)
-    assert tracker._state.memory.num_stored == 15
+    assert torch.equal(tracker.state.model, filter_before)
+    assert tracker.state.memory.num_stored == 15
 
 
 def test_grayscale_and_border_cases_do_not_crash(backbone, classifier, box_head):
@@ -273,10 +273,16 @@ def test_each_box_mode_takes_exactly_the_head_it_reads(backbone, classifier, box
     assert refine.box_head is box_head
     assert refine.box_estimator.layers == tuple(backbone.default_layers)
     head = refine.box_estimator.head
-    with pytest.raises(ValueError, match="box_mode='refine' needs a box head"):
-        EBMBoxEstimator(DiMPParams(**SMALL), None)
-    with pytest.raises(ValueError, match="box_mode='position' reads no box head: pass none"):
-        EBMBoxEstimator(DiMPParams(box_mode="position", **SMALL), head)
+    with pytest.raises(ValueError, match="box_mode='refine' needs a box_head"):
+        build_box_estimator(BOX_ESTIMATORS, "refine", DiMPParams(**SMALL), None)
+    position_params = DiMPParams(box_mode="position", **SMALL)
+    with pytest.raises(ValueError, match="box_mode='position' reads no box_head: pass none"):
+        build_box_estimator(BOX_ESTIMATORS, "position", position_params, head)
+    with pytest.raises(ValueError, match="box_mode='position' reads no box_head: pass none"):
+        DiMPTracker(backbone, classifier, box_head, position_params)
+    # box_step_length is one number in both trackers: a pair is refused.
+    with pytest.raises(ValueError, match="box_step_length must be a number"):
+        DiMPParams(box_step_length=(2.5e-3, 2.5e-3))
     with pytest.raises(ValueError, match="box_mode must be one of refine, position, got 'scale'"):
         DiMPParams(box_mode="scale")
 
@@ -285,7 +291,7 @@ def test_each_box_mode_takes_exactly_the_head_it_reads(backbone, classifier, box
     "field, value",
     [
         ("box_steps", 2),
-        ("box_step_length", (1e-3, 1e-3)),
+        ("box_step_length", 1e-3),
         ("box_step_rule", "fixed"),
         ("box_step_decay", 0.9),
         ("box_top_k", 5),
@@ -313,8 +319,6 @@ def test_registry_and_load_tracker(monkeypatch):
     renamed = r"'use_box_head' was renamed: use box_mode \('refine' with the box head"
     with pytest.raises(ValueError, match=renamed):
         load_tracker("dimp-nce+", use_box_head=False)
-    with pytest.raises(ValueError, match=renamed):
-        create_dimp_tracker(use_box_head=False)
     tracker = load_tracker("dimp-nce+", search_size=96, box_steps=2)
     assert isinstance(tracker, DiMPTracker) and tracker.name == "dimp-nce+"
     assert tracker.box_head is not None  # the shipped NCE+ head

@@ -78,8 +78,7 @@ def test_one_backbone_call_per_frame_for_all_targets(backbone, monkeypatch):
         batch.append(len(images))
         return extract(images)
 
-    for target in multi.targets:  # no target may call its own backbone either
-        monkeypatch.setattr(target.search, "extract", counted)
+    monkeypatch.setattr(multi.prototype.search, "extract", counted)
     for frame in frames[1:]:
         results = multi.track(frame)
         assert len(results) == 3 and all(isinstance(r, TrackResult) for r in results)
@@ -93,12 +92,11 @@ def test_targets_keep_their_own_state(backbone):
     multi = MultiTargetTracker(lambda: AtomTracker(backbone, params=AtomParams(**SMALL)))
     multi.initialize(frames[0], BOXES[:2])
     first, second = multi.targets
-    assert first is multi.prototype and first.search.extract is second.search.extract
-    assert first.search.image is not second.search.image
-    assert first._state.model is not second._state.model
-    assert first._state.memory is not second._state.memory
+    assert first.model is not second.model and first.memory is not second.memory
+    assert first.confidence_estimator is not second.confidence_estimator
     multi.track(frames[1])
-    assert not np.allclose(first._state.center, second._state.center)
+    assert not np.allclose(first.center, second.center)
+    assert first.frame_index == second.frame_index == 2
 
 
 def test_one_target_is_the_trackers_own_track(backbone):
@@ -189,13 +187,31 @@ def test_each_target_gets_the_confidence_it_gets_alone(backbone):
         assert all(0 <= c <= 1 for c in confidences)
 
 
-def test_a_tracker_with_its_own_loop_runs_once_per_target():
+def test_long_term_targets_share_the_backbone_call_and_each_is_lost_on_its_own(
+    backbone, monkeypatch
+):
     from ebmtrack.tracking.atom.longterm import AtomLTTracker
+    from ebmtrack.tracking.atom.longterm_params import AtomLTParams
 
-    class Tiny(AtomLTTracker):  # the long-term loop: no shared backbone pass
-        def __init__(self):  # noqa: D107 - never built: only its class is looked at
-            pass
+    params = AtomLTParams(**SMALL, lost_crops=3)
+    frames = moving_targets(4)
+    multi = MultiTargetTracker(lambda: AtomLTTracker(backbone, params=params))
+    multi.initialize(frames[0], BOXES[:2])
+    lost, kept = multi.targets
+    lost.mode.lost = True  # the long-term mode takes the first target's next frame
+    batches = []
+    extract = multi.prototype.search.extract
 
-    multi = MultiTargetTracker.__new__(MultiTargetTracker)
-    multi.prototype = Tiny()
-    assert not multi.shares_backbone
+    def counted(images):
+        batches.append(len(images))
+        return extract(images)
+
+    monkeypatch.setattr(multi.prototype.search, "extract", counted)
+    results = [multi.track(frame) for frame in frames[1:]]
+    assert len(batches) == 3 == multi.backbone_calls
+    # The lost target's last position and two whole-frame tiles, beside the other's 3 scales.
+    assert batches[0] == 3 + 3 and not kept.mode.lost
+    alone = AtomLTTracker(backbone, params=params)
+    alone.initialize(frames[0], BOXES[1])
+    for together, frame in zip(results, frames[1:]):
+        np.testing.assert_allclose(together[1].box, alone.track(frame).box, rtol=0, atol=1e-6)

@@ -123,32 +123,22 @@ def device_option(tracker: str, device: str | None) -> str | None:
     return None
 
 
-def _concerns(message: str, key: str) -> bool:
-    return (
-        message.startswith(f"{key} ")
-        or f" {key} " in message
-        or f"option(s) {key}" in message
-        or f"option {key!r}" in message
-    )
-
-
 def check_tracker_options(name: str, options: dict, origins: dict[str, str]) -> None:
-    """The registry's checks of ``options`` for tracker ``name``
+    """The registry's check of ``options`` for tracker ``name``
     (:func:`~ebmtrack.tracking.registry.check_options`), as CLIError naming the flag the wrong
     value came from: ``origins`` maps an option to its flag, e.g. ``{"search_size":
-    "--search-size 100"}``."""
-    from ebmtrack.tracking.registry import check_options, kind_refusal
+    "--search-size 100"}``; the error says which options it concerns
+    (:class:`~ebmtrack.values.OptionError`), the first of them with a flag is named."""
+    from ebmtrack.tracking.registry import check_options
+    from ebmtrack.values import OptionError
 
     try:
         check_options(name, options)
-    except ValueError as err:
-        message = str(err)
-        refused = {key: kind_refusal(name, key) for key in origins}
-        flag = next((origins[k] for k in origins if refused[k] == message), None)
-        flag = flag or next((origins[k] for k in origins if _concerns(message, k)), None)
+    except OptionError as err:
+        flag = next((origins[key] for key in err.options if key in origins), None)
         if flag is None:
             raise
-        raise CLIError(f"{flag}: {message}") from None
+        raise CLIError(f"{flag}: {err}") from None
 
 
 def _backbone_weights(

@@ -47,6 +47,12 @@ def apply_matrix(matrix: np.ndarray, points: np.ndarray) -> np.ndarray:
     return points @ matrix[:, :2].T + matrix[:, 2]
 
 
+def invert_affine(matrix: np.ndarray) -> np.ndarray:
+    """Inverse of an affine (2, 3) map (crop -> frame from frame -> crop)."""
+    linear_inv = np.linalg.inv(matrix[:, :2])
+    return np.concatenate([linear_inv, -(linear_inv @ matrix[:, 2])[:, None]], axis=1)
+
+
 def _check_image(image: np.ndarray) -> None:
     if image.ndim not in (2, 3) or image.size == 0:
         raise ValueError(f"image must be a non-empty (H, W) or (H, W, C) array, got {image.shape}")

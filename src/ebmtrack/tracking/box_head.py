@@ -4,6 +4,8 @@ around jittered proposals (:mod:`ebmtrack.tracking.box_refine` for the pieces)."
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -16,10 +18,21 @@ from ebmtrack.tracking.box_refine import (
     jitter_proposals,
     window_test_features,
 )
-from ebmtrack.tracking.params import SearchRegionParams
 from ebmtrack.tracking.search_region import FirstFrame
 
-__all__ = ["BoxHead"]
+__all__ = ["BoxHead", "ProposalConfig"]
+
+
+@dataclass(frozen=True)
+class ProposalConfig:
+    """The jittered proposals a box head's refinement starts from
+    (:func:`~ebmtrack.tracking.box_refine.jitter_proposals`; the fields of
+    :class:`~ebmtrack.tracking.params.SearchRegionParams` of the same names)."""
+
+    seed: int = 0
+    num_random_proposals: int = 9
+    proposal_center_jitter: float = 0.1
+    proposal_size_jitter: float = 0.5
 
 
 class BoxHead:
@@ -56,7 +69,7 @@ class BoxHead:
             feats = [first.feats[layer][:1] for layer in self.layers]
             return self.net.modulation(feats, ref_box[None])
 
-    def proposals(self, start: Tensor, params: SearchRegionParams, frame_index: int) -> Tensor:
+    def proposals(self, start: Tensor, params: ProposalConfig, frame_index: int) -> Tensor:
         """``start`` (4,) xywh crop px and ``params.num_random_proposals`` jittered copies
         (:func:`~ebmtrack.tracking.box_refine.jitter_proposals`), on the device; one random
         stream per frame, so that a sequence replays identically."""

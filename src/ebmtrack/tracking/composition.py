@@ -19,17 +19,23 @@
 
 :class:`SearchRegionTracker` runs every frame as the same named phases: search (crops and
 features), score, estimate, update, confidence. ``AtomTracker`` and ``DiMPTracker`` only build
-their parts from their parameters. The phases after the backbone (:meth:`SearchRegionTracker.
-_finish`) take the features as an argument, so one backbone call can serve several targets
-(:mod:`ebmtrack.tracking.multi`).
+their parts from their parameters.
+
+:meth:`SearchRegionTracker.step` is the one frame loop, and it is batched: it takes the states of
+any number of targets (:class:`TargetState`, made by :meth:`SearchRegionTracker.start`), cuts
+every target's regions, runs the backbone once on all of them and finishes each target on its
+rows of the features. One target is a batch of one (:meth:`~SearchRegionTracker.track`), several
+are :mod:`ebmtrack.tracking.multi`. A :class:`Mode`, a fourth, optional part, may take over a
+target's frame (the long-term mode of :mod:`ebmtrack.tracking.longterm` searches the whole frame
+while the target is lost) and review the results of the others.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -41,10 +47,22 @@ from ebmtrack.tracking.box_head import BoxHead
 from ebmtrack.tracking.confidence import ConfidenceEstimator
 from ebmtrack.tracking.localize import Localization, best_scale
 from ebmtrack.tracking.memory import SampleMemory
-from ebmtrack.tracking.params import SearchRegionParams
+from ebmtrack.tracking.params import SearchRegionParams, part_config
 from ebmtrack.tracking.search_region import FirstFrame, Region, SearchRegion, as_rgb, clamp_target
 
-__all__ = ["BoxEstimator", "Classifier", "SearchRegionTracker", "TargetState"]
+__all__ = [
+    "PHASES",
+    "BoxEstimator",
+    "Classifier",
+    "Mode",
+    "SearchRegionTracker",
+    "TargetState",
+    "build_box_estimator",
+    "split_features",
+]
+
+PHASES = ("crop", "backbone", "classifier", "box", "update", "confidence")
+"""The phases of a frame, in order, as :attr:`SearchRegionTracker.last_timings` names them."""
 
 
 @dataclass
@@ -59,6 +77,10 @@ class TargetState:
         model: the classifier's per-target model (ATOM: its projection and filter module;
             DiMP: the target filter tensor).
         modulation: the box head's modulation vectors from the first frame, None without one.
+        confidence_estimator: the target's confidence features and the running level of its
+            peaks (:class:`~ebmtrack.tracking.confidence.ConfidenceEstimator`).
+        mode: the per-target state of the tracker's :class:`Mode` (the long-term mode's
+            :class:`~ebmtrack.tracking.longterm.LostState`), None without one.
     """
 
     center: np.ndarray
@@ -68,10 +90,17 @@ class TargetState:
     memory: SampleMemory
     model: Any
     modulation: list[Tensor] | None = None
+    confidence_estimator: ConfidenceEstimator = field(default_factory=ConfidenceEstimator)
+    mode: Any = None
 
     def box(self) -> np.ndarray:
         """(x, y, w, h) in frame px."""
         return np.concatenate([self.center - self.size / 2, self.size])
+
+    def clamp(self, frame_shape: tuple[int, ...]) -> None:
+        """Keep the target sane in a frame of ``frame_shape`` (:func:`~ebmtrack.tracking.
+        search_region.clamp_target`)."""
+        self.center, self.size = clamp_target(self.center, self.size, self.min_size, frame_shape)
 
 
 class Classifier(Protocol):
@@ -126,8 +155,66 @@ class BoxEstimator(Protocol):
         the box to report where it is not the state's, else None."""
 
 
+def build_box_estimator(
+    estimators: dict[str, type], mode: str, params, head: BoxHead | None
+) -> BoxEstimator:
+    """The box estimator of ``mode`` from a tracker's table of them by ``box_mode`` (classes with
+    ``needs_head`` and ``configs``, the config dataclasses they take in order, then ``head=``),
+    its configs filled from ``params`` (:func:`~ebmtrack.tracking.params.part_config`). The one
+    check that a mode gets a box head exactly when it reads one (ValueError)."""
+    kind = estimators[mode]
+    if kind.needs_head and head is None:
+        others = " or ".join(repr(m) for m, k in estimators.items() if not k.needs_head)
+        raise ValueError(f"box_mode={mode!r} needs a box_head, or pass box_mode={others}")
+    if head is not None and not kind.needs_head:
+        raise ValueError(f"box_mode={mode!r} reads no box_head: pass none")
+    return kind(*(part_config(config, params) for config in kind.configs), head=head)
+
+
+class Mode(Protocol):
+    """An optional part that may take over a target's frame and review the others' results (the
+    long-term mode, :class:`~ebmtrack.tracking.longterm.LongTermMode`)."""
+
+    def start(self) -> Any:
+        """The per-target state of a new target (kept in :attr:`TargetState.mode`)."""
+
+    def takes(self, state: TargetState) -> bool:
+        """Whether the mode runs this target's frame instead of the usual phases."""
+
+    def crop(
+        self, tracker: SearchRegionTracker, state: TargetState, frame: np.ndarray
+    ) -> list[Region]:
+        """The regions of a frame it takes (they join the frame's one backbone batch)."""
+
+    def finish(
+        self,
+        tracker: SearchRegionTracker,
+        state: TargetState,
+        frame: np.ndarray,
+        regions: list[Region],
+        feats: dict[str, Tensor],
+        timings: dict[str, float],
+    ) -> TrackResult:
+        """The result of a frame it takes, from ``feats`` of its ``regions``."""
+
+    def review(self, state: TargetState, result: TrackResult) -> TrackResult:
+        """The result of a usual frame, as the mode reports it."""
+
+
+def split_features(feats: dict[str, Tensor], counts: Sequence[int]) -> list[dict[str, Tensor]]:
+    """Features of a batch ``{layer: (sum(counts), C, H, W)}`` -> one dict per target with its
+    ``counts[i]`` consecutive rows (views, no copy)."""
+    parts: list[dict[str, Tensor]] = []
+    start = 0
+    for count in counts:
+        parts.append({layer: value[start : start + count] for layer, value in feats.items()})
+        start += count
+    return parts
+
+
 class SearchRegionTracker:
-    """A tracker composed of a search region, a classifier and a box estimator.
+    """A tracker composed of a search region, a classifier and a box estimator (and optionally a
+    :class:`Mode`).
 
     Args:
         params: the tracker's parameters.
@@ -136,12 +223,13 @@ class SearchRegionTracker:
         box_estimator: the box estimator part.
         calibrator: maps the per-frame features of :mod:`ebmtrack.tracking.confidence` to
             ``TrackResult.confidence``; None: the confidence is NaN.
+        mode: a mode that may take over some of a target's frames; None: every frame is usual.
 
-    After each :meth:`track` call ``last_timings`` holds the seconds spent in ``crop``,
-    ``backbone``, ``classifier`` (scores and localisation), ``box`` (the box estimator),
-    ``update`` (memory and classifier training) and ``confidence``; on CUDA they include no
-    synchronisation, so they are CPU-side times. ``confidence_estimator.last_features`` holds
-    the frame's confidence features.
+    The frame loop is :meth:`step` (any number of targets, one backbone call); the
+    :class:`~ebmtrack.tracking.base.Tracker` interface (:meth:`initialize`, :meth:`track`) is
+    that loop on one target, whose state :attr:`state` gives. After each frame ``last_timings``
+    holds the seconds spent in each of :data:`PHASES` (summed over the targets); on CUDA they
+    include no synchronisation, so they are CPU-side times.
     """
 
     name = "search-region"
@@ -153,15 +241,17 @@ class SearchRegionTracker:
         classifier: Classifier,
         box_estimator: BoxEstimator,
         calibrator=None,
+        mode: Mode | None = None,
     ) -> None:
         self.params = params
         self.device = search.device
         self.search = search
         self.classifier = classifier
         self.box_estimator = box_estimator
-        self.confidence_estimator = ConfidenceEstimator(calibrator)
+        self.calibrator = calibrator
+        self.mode = mode
         self.last_timings: dict[str, float] = {}
-        self._state: TargetState | None = None
+        self.states: list[TargetState] = []
 
     @property
     def backbone_runtime(self) -> str:
@@ -173,9 +263,33 @@ class SearchRegionTracker:
         """The eager backbone's and the matrix products' floating-point type."""
         return self.search.runtime.dtype
 
+    @property
+    def state(self) -> TargetState | None:
+        """The target's state after :meth:`initialize` (None before)."""
+        return self.states[0] if self.states else None
+
+    @property
+    def confidence_estimator(self) -> ConfidenceEstimator | None:
+        """The target's confidence estimator (its ``last_features``: the last frame's features;
+        None before :meth:`initialize`)."""
+        state = self.state
+        return None if state is None else state.confidence_estimator
+
     # ------------------------------------------------------------------ tracker interface
     def initialize(self, frame: np.ndarray, box: np.ndarray) -> None:
-        """Learn the classifier and the box head's modulation from the augmented first frame."""
+        """Start the one target of :meth:`track` (:meth:`start`)."""
+        self.states = [self.start(frame, box)]
+
+    def track(self, frame: np.ndarray) -> TrackResult:
+        """Locate the target in ``frame`` (any size, RGB or grayscale): :meth:`step` on it."""
+        if not self.states:
+            raise ValueError("track() called before initialize(frame, box)")
+        return self.step(frame, self.states)[0]
+
+    # ------------------------------------------------------------------ the frame loop
+    def start(self, frame: np.ndarray, box: np.ndarray) -> TargetState:
+        """A new target's state: the classifier learnt and the box head's modulation computed
+        from the augmented first frame, the target at ``box`` (x, y, w, h)."""
         classifier, params = self.classifier, self.params
         first = self.search.first_frame(frame, box, classifier.samples, classifier.layer)
         head = self.box_estimator.head
@@ -184,7 +298,7 @@ class SearchRegionTracker:
         memory = SampleMemory(
             samples, labels, params.memory_size, params.init_samples_minimum_weight
         )
-        self._state = TargetState(
+        state = TargetState(
             center=first.center,
             size=first.size,
             min_size=np.minimum(params.min_target_size, first.size),
@@ -192,45 +306,49 @@ class SearchRegionTracker:
             memory=memory,
             model=model,
             modulation=modulation,
+            confidence_estimator=ConfidenceEstimator(self.calibrator),
+            mode=None if self.mode is None else self.mode.start(),
         )
-        self._clamp(self._state, first.frame.shape)
-        self.confidence_estimator.reset()
+        state.clamp(first.frame.shape)
+        return state
 
-    def track(self, frame: np.ndarray) -> TrackResult:
-        """Locate the target in ``frame`` (any size, RGB or grayscale)."""
-        timings: dict[str, float] = {}
+    def step(self, frame: np.ndarray, states: Sequence[TargetState]) -> list[TrackResult]:
+        """The frame loop: every target of ``states`` (updated in place) in ``frame``, the
+        search regions of all of them in one backbone call; one result per state, in order."""
+        timings = dict.fromkeys(PHASES, 0.0)
         tic = time.perf_counter()
-        state, frame, regions = self._next_frame(frame)
+        frame = as_rgb(frame)
+        taken = [self.mode is not None and self.mode.takes(state) for state in states]
+        regions = [
+            self._regions(state, frame, mine) for state, mine in zip(states, taken, strict=True)
+        ]
         toc = time.perf_counter()
         timings["crop"], tic = toc - tic, toc
-        feats = self.search.features(regions)
+        feats = self.search.features([region for own in regions for region in own])
         timings["backbone"] = time.perf_counter() - tic
-        result = self._finish(state, frame, regions, feats, timings)
+        parts = split_features(feats, [len(own) for own in regions])
+        results = []
+        for state, own, part, mine in zip(states, regions, parts, taken, strict=True):
+            if mine:
+                result = self.mode.finish(self, state, frame, own, part, timings)
+            else:
+                result = self._finish(state, frame, own, part, timings)
+                if self.mode is not None:
+                    result = self.mode.review(state, result)
+            results.append(result)
         self.last_timings = timings
-        return result
-
-    def spawn(self) -> SearchRegionTracker:
-        """A tracker for another target that shares this one's networks (backbone, heads,
-        parameters) and has its own state (classifier model, memory, box, peak history)."""
-        other = copy.copy(self)
-        other._state = None
-        other.last_timings = {}
-        other.search = self.search.spawn()
-        other.confidence_estimator = ConfidenceEstimator(self.confidence_estimator.calibrator)
-        return other
+        return results
 
     # ------------------------------------------------------------------ the frame's phases
-    def _next_frame(self, frame: np.ndarray) -> tuple[TargetState, np.ndarray, list[Region]]:
-        """Begin ``frame``: the state (frame counter advanced), the frame as RGB and its search
-        regions around the last position, one per side factor of the box estimator."""
-        state = self._state
-        if state is None:
-            raise ValueError("track() called before initialize(frame, box)")
+    def _regions(self, state: TargetState, frame: np.ndarray, taken: bool) -> list[Region]:
+        """Begin a target's frame: its frame counter advanced, its search regions around the
+        last position (one per side factor of the box estimator), or the mode's."""
         factors = self.box_estimator.side_factors(state.frame_index)
-        frame = as_rgb(frame)
-        self._clamp(state, frame.shape)
+        state.clamp(frame.shape)
         state.frame_index += 1
-        return state, frame, self.search.crop(frame, state.center, state.size, factors)
+        if taken:
+            return self.mode.crop(self, state, frame)
+        return self.search.crop(frame, state.center, state.size, factors)
 
     def _finish(
         self,
@@ -240,8 +358,8 @@ class SearchRegionTracker:
         feats: dict[str, Tensor],
         timings: dict[str, float],
     ) -> TrackResult:
-        """The frame after the backbone, ``feats`` of ``regions`` (one batch row each): score,
-        estimate, update, confidence."""
+        """A target's usual frame after the backbone, ``feats`` of ``regions`` (one batch row
+        each): score, estimate, update, confidence (seconds added to ``timings``)."""
         params = self.params
         # score: the classifier on every region; the best region's peak localised.
         tic = time.perf_counter()
@@ -252,7 +370,8 @@ class SearchRegionTracker:
         target_crop = state.size * region.scale
         found = self.search.localize(scores[best], self.classifier.stride, target_crop)
         toc = time.perf_counter()
-        timings["classifier"], tic = toc - tic, toc
+        timings["classifier"] += toc - tic
+        tic = toc
         # estimate: the box estimator moves the state.
         status = found.status
         reported = None
@@ -265,9 +384,10 @@ class SearchRegionTracker:
             reported = self.box_estimator.estimate(
                 state, self.classifier.position(found), region, factor, region_feats, refine
             )
-            self._clamp(state, frame.shape)
+            state.clamp(frame.shape)
         toc = time.perf_counter()
-        timings["box"], tic = toc - tic, toc
+        timings["box"] += toc - tic
+        tic = toc
         # update: a confident frame becomes a sample; the classifier trains when due.
         if status in (TrackStatus.NORMAL, TrackStatus.HARD_NEGATIVE):
             learning_rate = (
@@ -278,9 +398,10 @@ class SearchRegionTracker:
             label = self.classifier.label(state, region)
             state.memory.add(samples[best], label, learning_rate)
         self.classifier.train(state, status)
-        timings["update"] = time.perf_counter() - tic
+        timings["update"] += time.perf_counter() - tic
         # confidence: reads what the frame computed and changes nothing.
-        confidence = self.confidence_estimator(
+        estimator = state.confidence_estimator
+        confidence = estimator(
             scores[best],
             found,
             params.search_size,
@@ -288,11 +409,6 @@ class SearchRegionTracker:
             peaks,
             self.box_estimator.last_value,
         )
-        timings["confidence"] = self.confidence_estimator.last_seconds
+        timings["confidence"] += estimator.last_seconds
         box = state.box() if reported is None else reported
         return TrackResult(box, found.score, status, confidence)
-
-    def _clamp(self, state: TargetState, frame_shape: tuple[int, ...]) -> None:
-        state.center, state.size = clamp_target(
-            state.center, state.size, state.min_size, frame_shape
-        )

@@ -1,6 +1,7 @@
 """Long-term tracking: deciding that the target is lost, searching the frame for it, and taking
-it back (shared by any search-region tracker; ``atom-lt`` is :mod:`ebmtrack.tracking.atom.
-longterm`).
+it back. :class:`LongTermMode` is a :class:`~ebmtrack.tracking.composition.Mode` of the one frame
+loop, so any search-region tracker can take it (``atom-lt`` is ATOM with it,
+:mod:`ebmtrack.tracking.atom.longterm`), for one target or several.
 
 A long-term tracker is in one of two modes:
 
@@ -23,13 +24,29 @@ calibrated confidence can replace it without changing the mode logic.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import numpy as np
+import torch
+from torch import Tensor
 
+from ebmtrack.ops.crop import apply_matrix, crop_square, invert_affine
 from ebmtrack.tracking.base import TrackResult, TrackStatus
+from ebmtrack.tracking.composition import SearchRegionTracker, TargetState
+from ebmtrack.tracking.localize import upsample_scores
+from ebmtrack.tracking.search_region import Region
+from ebmtrack.values import OptionError
 
-__all__ = ["LongTermParams", "LostSearch", "is_found", "is_lost", "tile_centers"]
+__all__ = [
+    "LongTermMode",
+    "LongTermParams",
+    "LostSearch",
+    "LostState",
+    "is_found",
+    "is_lost",
+    "tile_centers",
+]
 
 
 @dataclass(frozen=True)
@@ -56,20 +73,30 @@ class LongTermParams:
     tile_overlap: float = 0.25
 
     def check_long_term(self) -> None:
-        """Raise ValueError naming the first field out of range."""
+        """Raise :class:`~ebmtrack.values.OptionError` naming the first field out of range."""
         if not (isinstance(self.lost_after, int) and self.lost_after >= 1):
-            raise ValueError(f"lost_after must be a positive int, got {self.lost_after!r}")
+            raise OptionError(
+                f"lost_after must be a positive int, got {self.lost_after!r}", "lost_after"
+            )
         if not (isinstance(self.lost_crops, int) and self.lost_crops >= 2):
-            raise ValueError(f"lost_crops must be an int >= 2, got {self.lost_crops!r}")
+            raise OptionError(
+                f"lost_crops must be an int >= 2, got {self.lost_crops!r}", "lost_crops"
+            )
         if not 0 <= self.tile_overlap < 1:
-            raise ValueError(f"tile_overlap must be in [0, 1), got {self.tile_overlap!r}")
+            raise OptionError(
+                f"tile_overlap must be in [0, 1), got {self.tile_overlap!r}", "tile_overlap"
+            )
         if not math.isfinite(self.redetect_threshold):
-            raise ValueError(
-                f"redetect_threshold must be a finite number, got {self.redetect_threshold!r}"
+            raise OptionError(
+                f"redetect_threshold must be a finite number, got {self.redetect_threshold!r}",
+                "redetect_threshold",
             )
         near = self.redetect_near_threshold
         if near is not None and not (isinstance(near, int | float) and math.isfinite(near)):
-            raise ValueError(f"redetect_near_threshold must be a number or None, got {near!r}")
+            raise OptionError(
+                f"redetect_near_threshold must be a number or None, got {near!r}",
+                "redetect_near_threshold",
+            )
 
 
 def is_lost(result: TrackResult) -> bool:
@@ -131,3 +158,99 @@ class LostSearch:
         picked = tiles[order[(first + np.arange(per_frame)) % len(tiles)]]
         self.frames += 1
         return np.concatenate([np.asarray(center, dtype=np.float64)[None], picked])
+
+
+@dataclass
+class LostState:
+    """One target's long-term state (:attr:`~ebmtrack.tracking.composition.TargetState.mode`).
+
+    Attributes:
+        search: which regions the next lost frame looks at.
+        lost: whether the target is lost (the mode takes its frames).
+        misses: frames in a row for which :func:`is_lost` held.
+    """
+
+    search: LostSearch
+    lost: bool = False
+    misses: int = 0
+
+
+@dataclass
+class LongTermMode:
+    """The long-term mode as a part of the frame loop (:class:`~ebmtrack.tracking.composition.
+    Mode`): it reviews every tracked frame (:func:`is_lost` for ``lost_after`` frames in a row:
+    the result turns ``lost``) and takes every frame of a lost target: no update of the sample
+    memory or the classifier, :class:`LostSearch`'s regions in the frame's backbone batch, the
+    classifier's best peak as the candidate, re-acquired when it passes :func:`is_found`.
+
+    Results while lost: ``status`` :attr:`~ebmtrack.tracking.base.TrackStatus.LOST`, ``box`` the
+    best candidate of the search (its peak's position at the last known size), ``score`` that
+    peak; the state stays at the last position. The frame that turns the target lost is
+    reported ``lost`` with the usual frame's box (the last position) and score.
+    """
+
+    params: LongTermParams = field(default_factory=LongTermParams)
+
+    def start(self) -> LostState:
+        return LostState(LostSearch(self.params.lost_crops, self.params.tile_overlap))
+
+    def takes(self, state: TargetState) -> bool:
+        return state.mode.lost
+
+    def crop(
+        self, tracker: SearchRegionTracker, state: TargetState, frame: np.ndarray
+    ) -> list[Region]:
+        """Crops at the last position and at the next whole-frame tiles."""
+        size = tracker.search.params.search_size
+        side = tracker.search.side(state.size)
+        height, width = frame.shape[:2]
+        regions = []
+        for center in state.mode.search.centers((width, height), state.center, side):
+            patch, matrix = crop_square(frame, tuple(center), side, size)
+            regions.append(Region(patch, matrix, size / side))
+        return regions
+
+    def finish(
+        self,
+        tracker: SearchRegionTracker,
+        state: TargetState,
+        frame: np.ndarray,
+        regions: list[Region],
+        feats: dict[str, Tensor],
+        timings: dict[str, float],
+    ) -> TrackResult:
+        """The classifier on each crop; re-acquire at the best peak if it passes."""
+        params, classifier = self.params, tracker.classifier
+        upsample = tracker.search.params.score_upsample
+        tic = time.perf_counter()
+        scores, _ = classifier.score(state.model, feats[classifier.layer])  # (crops, H, W)
+        with torch.inference_mode():
+            fine = torch.stack([upsample_scores(s, upsample) for s in scores])
+            peaks = fine.flatten(1).amax(dim=1)
+            best = int(torch.argmax(peaks).item())
+            if not is_found(float(peaks[best]), params) and is_found(
+                float(peaks[0]), params, near=True
+            ):
+                best = 0  # the region at the last position passes the lower bar
+            row, col = divmod(int(torch.argmax(fine[best]).item()), fine.shape[2])
+            score = float(fine[best, row, col].item())
+        cell = classifier.stride / upsample
+        inverse = invert_affine(regions[best].matrix)
+        center = apply_matrix(inverse, np.array([col * cell, row * cell]))
+        timings["classifier"] += time.perf_counter() - tic
+        if is_found(score, params, near=best == 0):
+            state.center = center
+            state.clamp(frame.shape)
+            state.mode.lost, state.mode.misses = False, 0
+            return TrackResult(state.box(), score, TrackStatus.NORMAL)
+        box = np.concatenate([center - state.size / 2, state.size])
+        return TrackResult(box, score, TrackStatus.LOST)
+
+    def review(self, state: TargetState, result: TrackResult) -> TrackResult:
+        lost = state.mode
+        lost.misses = lost.misses + 1 if is_lost(result) else 0
+        if lost.misses < self.params.lost_after:
+            return result
+        lost.lost = True
+        lost.search.reset()
+        return TrackResult(result.box, result.score, TrackStatus.LOST)

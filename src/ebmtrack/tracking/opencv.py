@@ -15,6 +15,7 @@ import numpy as np
 
 from ebmtrack.tracking.base import TrackResult, TrackStatus
 from ebmtrack.tracking.init_box import clip_init_box
+from ebmtrack.values import OptionError
 
 # kind -> (module attribute path, is legacy API)
 _FACTORIES: dict[str, tuple[str, bool]] = {
@@ -67,8 +68,9 @@ def resolve_model_files(
     specs = MODEL_FILES[kind]
     unknown = set(paths) - set(specs)
     if unknown:
-        raise ValueError(
-            f"{kind}: unknown model file option(s) {sorted(unknown)}; valid: {sorted(specs)}"
+        raise OptionError(
+            f"{kind}: unknown model file option(s) {sorted(unknown)}; valid: {sorted(specs)}",
+            *sorted(unknown),
         )
     resolved, missing = {}, []
     for param, (file_name, digest) in specs.items():
@@ -81,9 +83,10 @@ def resolve_model_files(
             missing.append(f"{param}: {path}")
             continue
         if given is None and _sha256(path) != digest:
-            raise ValueError(
+            raise OptionError(
                 f"{kind}: {path} is not the known {file_name} (sha256 differs); give its path "
-                f"as the {param!r} option to use another export"
+                f"as the {param!r} option to use another export",
+                "model_dir",
             )
         resolved[param] = str(path)
     if missing:
@@ -130,7 +133,9 @@ class OpenCVTracker:
         if kind in MODEL_FILES:
             self._model_files = resolve_model_files(kind, model_dir, **model_paths)
         elif model_paths:
-            raise ValueError(f"{kind} takes no model files, got {sorted(model_paths)}")
+            raise OptionError(
+                f"{kind} takes no model files, got {sorted(model_paths)}", *sorted(model_paths)
+            )
         else:
             self._model_files = {}
         self.name = kind

@@ -4,21 +4,64 @@ with its own fields and, where its reference differs, its own defaults."""
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from dataclasses import MISSING, dataclass, fields
 from typing import ClassVar
 
 from ebmtrack.models.backbones.runtime import check_backbone_runtime
 from ebmtrack.tracking.augment import num_augmented_crops
+from ebmtrack.values import OptionError
 
-__all__ = ["PROPOSAL_FIELDS", "SearchRegionParams", "check_ranges"]
+__all__ = [
+    "SHARED_FIELDS",
+    "SearchRegionParams",
+    "check_ranges",
+    "check_types",
+    "require_device",
+    "config_fields",
+    "mode_fields",
+    "part_config",
+]
 
-# The box head's proposals: fields of every tracker whose box estimator refines with a head.
-PROPOSAL_FIELDS = (
-    "num_random_proposals",
-    "proposal_center_jitter",
-    "proposal_size_jitter",
-    "max_aspect_ratio",
-)
+# Fields a box estimator's config may read that every box mode keeps: the seed (the search
+# region's augmentation reads it too) and the damping of size changes.
+SHARED_FIELDS = ("seed", "size_update_rate")
+
+
+def part_config(config_type: type, params):
+    """A part's own config (a dataclass) from a tracker's parameters: each field the same-named
+    field of ``params``; a field that is itself a config dataclass is filled the same way. So
+    any tracker whose parameters have the fields can use the part."""
+    hints = typing.get_type_hints(config_type)
+    values = {}
+    for field in fields(config_type):
+        kind = hints[field.name]
+        nested = dataclasses.is_dataclass(kind)
+        values[field.name] = part_config(kind, params) if nested else getattr(params, field.name)
+    return config_type(**values)
+
+
+def config_fields(config_type: type) -> tuple[str, ...]:
+    """The tracker parameters a part's config reads (nested configs' fields included)."""
+    hints = typing.get_type_hints(config_type)
+    names: list[str] = []
+    for field in fields(config_type):
+        kind = hints[field.name]
+        names.extend(config_fields(kind) if dataclasses.is_dataclass(kind) else (field.name,))
+    return tuple(names)
+
+
+def mode_fields(estimators: dict[str, type]) -> dict[str, tuple[str, ...]]:
+    """For a table of box estimators by ``box_mode`` (each with a ``configs`` tuple of config
+    dataclasses), each field they read (but :data:`SHARED_FIELDS`) -> the modes that read it."""
+    read: dict[str, list[str]] = {}
+    for mode, estimator in estimators.items():
+        for config in estimator.configs:
+            for name in config_fields(config):
+                if name not in SHARED_FIELDS and mode not in read.setdefault(name, []):
+                    read[name].append(mode)
+    return {name: tuple(modes) for name, modes in read.items()}
 
 
 def check_ranges(
@@ -27,18 +70,56 @@ def check_ranges(
     non_negative_ints: tuple[str, ...] = (),
     positive: tuple[str, ...] = (),
 ) -> None:
-    """Raise ValueError naming the first of the named fields outside its range."""
+    """Raise :class:`~ebmtrack.values.OptionError` naming the first of the named fields outside
+    its range."""
     for name in positive_ints:
         value = getattr(params, name)
         if not (isinstance(value, int) and value >= 1):
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+            raise OptionError(f"{name} must be a positive int, got {value!r}", name)
     for name in non_negative_ints:
         value = getattr(params, name)
         if not (isinstance(value, int) and value >= 0):
-            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+            raise OptionError(f"{name} must be an int >= 0, got {value!r}", name)
     for name in positive:
         if not getattr(params, name) > 0:
-            raise ValueError(f"{name} must be positive, got {getattr(params, name)!r}")
+            raise OptionError(f"{name} must be positive, got {getattr(params, name)!r}", name)
+
+
+def require_device(device: str) -> None:
+    """Raise :class:`~ebmtrack.values.OptionError` (option ``device``) for a CUDA device on a
+    machine without one (when a tracker is built: its parameters do not depend on the
+    machine)."""
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise OptionError(f"device {device!r} requested but CUDA is not available", "device")
+
+
+_KINDS = {float: "a number", int: "an integer", bool: "true or false", str: "text"}
+
+
+def _fits(value, annotation) -> bool:
+    if annotation is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation in (bool, str):
+        return isinstance(value, annotation)
+    if typing.get_origin(annotation) is tuple:
+        return isinstance(value, tuple)
+    return True  # other annotations are left to the dataclass's own checks
+
+
+def check_types(params) -> None:
+    """Raise :class:`~ebmtrack.values.OptionError` (``KEY must be ...``) for a field of a
+    parameter dataclass whose value is not of its annotated type (a number, an integer, true
+    or false, text, a list)."""
+    hints = typing.get_type_hints(type(params))
+    for field in fields(params):
+        value = getattr(params, field.name)
+        if not _fits(value, hints[field.name]):
+            kind = _KINDS.get(hints[field.name], "a list")
+            raise OptionError(f"{field.name} must be {kind}, got {value!r}", field.name)
 
 
 @dataclass(frozen=True)
@@ -136,20 +217,26 @@ class SearchRegionParams:
     seed: int = 0
 
     # Set by each tracker's parameters: its box modes, those that refine with a box head, the
-    # modes each mode-bound field applies to, and renamed parameters (old name -> what to use).
+    # modes that read each mode-bound field (from its box estimators' configs,
+    # :func:`mode_fields`), and renamed parameters (old name -> what to use).
     box_modes: ClassVar[tuple[str, ...]] = ()
     head_modes: ClassVar[tuple[str, ...]] = ()
     mode_fields: ClassVar[dict[str, tuple[str, ...]]] = {}
     renamed: ClassVar[dict[str, str]] = {}
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
-            raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
+            raise OptionError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}", "device")
         check_backbone_runtime(self.backbone_runtime, self.device)
-        if not (isinstance(self.search_size, int) and self.search_size >= 64):
-            raise ValueError(f"search_size must be an int >= 64, got {self.search_size!r}")
+        if not self.search_size >= 64:
+            raise OptionError(
+                f"search_size must be an int >= 64, got {self.search_size!r}", "search_size"
+            )
         if self.search_size % 16:
-            raise ValueError(f"search_size must be a multiple of 16, got {self.search_size}")
+            raise OptionError(
+                f"search_size must be a multiple of 16, got {self.search_size}", "search_size"
+            )
         check_ranges(
             self,
             positive_ints=("score_upsample", "train_skipping"),
@@ -157,19 +244,24 @@ class SearchRegionParams:
             positive=("search_area_scale", "max_aspect_ratio", "min_target_size"),
         )
         if not 0 < self.size_update_rate <= 1:
-            raise ValueError(f"size_update_rate must be in (0, 1], got {self.size_update_rate!r}")
+            raise OptionError(
+                f"size_update_rate must be in (0, 1], got {self.size_update_rate!r}",
+                "size_update_rate",
+            )
         for name in ("learning_rate", "hard_negative_learning_rate"):
             if not 0 < getattr(self, name) < 1:
-                raise ValueError(f"{name} must be in (0, 1), got {getattr(self, name)!r}")
+                raise OptionError(f"{name} must be in (0, 1), got {getattr(self, name)!r}", name)
         copies, probability = self.aug_dropout
         if copies < 0 or not 0 <= probability < 1:
-            raise ValueError(
-                f"aug_dropout must be (copies >= 0, p in [0, 1)), got {self.aug_dropout}"
+            raise OptionError(
+                f"aug_dropout must be (copies >= 0, p in [0, 1)), got {self.aug_dropout}",
+                "aug_dropout",
             )
         if self.memory_size <= self.num_init_samples:
-            raise ValueError(
+            raise OptionError(
                 f"memory_size must exceed the {self.num_init_samples} first-frame samples, "
-                f"got {self.memory_size}"
+                f"got {self.memory_size}",
+                "memory_size",
             )
 
     def _check_box_mode(self) -> None:
@@ -177,27 +269,17 @@ class SearchRegionParams:
         box mode's parts do not read."""
         mode = getattr(self, "box_mode", None)
         if mode not in self.box_modes:
-            raise ValueError(f"box_mode must be one of {', '.join(self.box_modes)}, got {mode!r}")
-        bound = {name: self.head_modes for name in PROPOSAL_FIELDS} | self.mode_fields
+            raise OptionError(
+                f"box_mode must be one of {', '.join(self.box_modes)}, got {mode!r}", "box_mode"
+            )
         defaults = {f.name: f.default for f in fields(self) if f.default is not MISSING}
-        for name, modes in bound.items():
+        for name, modes in self.mode_fields.items():
             if mode not in modes and getattr(self, name) != defaults[name]:
-                raise ValueError(
-                    f"{name} applies to box_mode {' or '.join(modes)}, not {mode!r}"
+                raise OptionError(
+                    f"{name} applies to box_mode {' or '.join(modes)}, not {mode!r}",
+                    name,
+                    "box_mode",
                 )
-
-    @classmethod
-    def check_names(cls, names, tracker: str) -> None:
-        """Raise ValueError for a name that is not a parameter (``backbone`` aside, which the
-        factories take as an argument), with the new name of a renamed one."""
-        for name in names:
-            if name in cls.renamed:
-                hint = cls.renamed[name]
-                raise ValueError(f"{tracker} parameter {name!r} was renamed: use {hint}")
-        unknown = sorted(set(names) - set(cls.names()))
-        if unknown:
-            valid = ", ".join(name for name in cls.names() if name != "backbone")
-            raise ValueError(f"unknown {tracker} parameter(s) {unknown}; valid: {valid}")
 
     @property
     def num_init_samples(self) -> int:

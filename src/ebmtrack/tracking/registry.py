@@ -22,12 +22,12 @@ import difflib
 import functools
 import importlib
 import inspect
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ebmtrack.tracking.base import Tracker
 from ebmtrack.tracking.opencv import MODEL_FILES, OPENCV_TRACKERS, OpenCVTracker
+from ebmtrack.values import OptionError
 
 __all__ = [
     "LAZY_TRACKERS",
@@ -110,8 +110,62 @@ class TrackerVariant:
             names |= set(self.params_type.names())
         return names
 
-    def __call__(self, **options) -> Tracker:
+    def check(self, options: dict, name: str = "") -> None:
+        """The one check of this variant's options, before anything is built: renamed options
+        (their new name), options it does not take (the closest or the valid ones; what kind of
+        tracker it is not, for the options of a kind), its parameter dataclass's own checks of
+        types, ranges and box modes, the backbone's name, box-head weights where the box mode
+        reads none. Raises :class:`~ebmtrack.values.OptionError` naming the options at fault."""
+        name = name or getattr(self.factory, "__name__", "tracker")
+        renamed = getattr(self.params_type, "renamed", None) or {}
+        for key in options:
+            if key in renamed:  # a new name, or what to use instead (the params class's words)
+                new = renamed[key]
+                hint = f"renamed {new!r}" if new.isidentifier() else f"renamed: use {new}"
+                raise OptionError(f"tracker {name!r}: option {key!r} was {hint}", key)
+        valid = self.options()
+        unknown = sorted(set(options) - valid)
+        for key in unknown:
+            refusal = _refusal(self.kind, name, key)
+            if refusal is not None:
+                raise OptionError(refusal, key)
+        if unknown:
+            hints = [_did_you_mean(key, valid) for key in unknown]
+            if all(hints):  # typos: the closest names say more than the ~50 valid ones
+                wrong = ", ".join(f"{key}{hint}" for key, hint in zip(unknown, hints))
+                raise OptionError(f"tracker {name!r} takes no option(s) {wrong}", *unknown)
+            raise OptionError(
+                f"tracker {name!r} takes no option(s) {', '.join(unknown)}; "
+                f"its options: {', '.join(sorted(valid))}",
+                *unknown,
+            )
+        merged = {**self.params, **options}
+        if dataclasses.is_dataclass(self.params_type):
+            fields = {f.name for f in dataclasses.fields(self.params_type)}
+            params = self.params_type(**{k: v for k, v in merged.items() if k in fields})
+            head_modes = getattr(params, "head_modes", ())
+            mode = getattr(params, "box_mode", None)
+            if options.get("weights") is not None and head_modes and mode not in head_modes:
+                raise OptionError(
+                    f"tracker {name!r} with box_mode={mode!r} reads no box-head weights "
+                    f"(box_mode {' or '.join(head_modes)} does)",
+                    "weights",
+                    "box_mode",
+                )
+        backbone = merged.get("backbone")
+        if self.kind.backbone and isinstance(backbone, str):
+            from ebmtrack.models.backbones import check_backbone_name  # torch: ours only
+
+            check_backbone_name(backbone)
+
+    def build(self, **options) -> Tracker:
+        """The tracker, its options not checked (:meth:`check`)."""
         return self.factory(**{**self.params, **options})
+
+    def __call__(self, **options) -> Tracker:
+        """:meth:`check`, then :meth:`build`."""
+        self.check(options)
+        return self.build(**options)
 
 
 def _keyword_names(factory: Callable) -> set[str]:
@@ -216,14 +270,18 @@ def trackers_of_kind(**fields: bool) -> list[str]:
     ]
 
 
+def _refusal(kind: TrackerKind, name: str, option: str) -> str | None:
+    needs = _KIND_OPTIONS.get(option)
+    if needs is None or getattr(kind, needs[0]):
+        return None
+    return f"tracker {name!r} {needs[1]}"
+
+
 def kind_refusal(name: str, option: str) -> str | None:
     """Why tracker ``name`` cannot take ``option`` when the option needs a kind of tracker
     (:class:`TrackerKind`) it is not, e.g. ``tracker 'csrt' takes no box-head weights``; None
     otherwise."""
-    needs = _KIND_OPTIONS.get(option)
-    if needs is None or getattr(tracker_kind(name), needs[0]):
-        return None
-    return f"tracker {canonical_name(name)!r} {needs[1]}"
+    return _refusal(tracker_kind(name), canonical_name(name), option)
 
 
 def accepted_options(name: str) -> set[str]:
@@ -236,76 +294,25 @@ def accepted_options(name: str) -> set[str]:
 
 
 def check_options(name: str, options: dict) -> None:
-    """Raise ValueError if tracker ``name`` cannot take one of ``options``: a renamed option
-    (its new name), an option it does not take (the closest or the valid ones; what kind of
-    tracker it is not, for the options of a kind), a value of the wrong type or range, an
-    unknown backbone. A plain factory that takes ``**kwargs`` checks them itself."""
+    """Raise :class:`~ebmtrack.values.OptionError` if tracker ``name`` cannot take one of
+    ``options`` (:meth:`TrackerVariant.check`; for a plain factory, an option it has no keyword
+    for, unless it takes ``**kwargs`` and checks them itself)."""
+    name = canonical_name(name)
     factory = get_factory(name)
-    if not isinstance(factory, TrackerVariant):
-        parameters = inspect.signature(factory).parameters.values()
-        if any(p.kind == p.VAR_KEYWORD for p in parameters):
-            return
-    renamed = getattr(getattr(factory, "params_type", None), "renamed", None) or {}
-    moved = [  # a new name, or what to use instead (the params class's words)
-        f"{key!r} was renamed {renamed[key]!r}"
-        if renamed[key].isidentifier()
-        else f"{key!r} was renamed: use {renamed[key]}"
-        for key in options
-        if key in renamed
-    ]
-    if moved:
-        raise ValueError(f"tracker {name!r}: option {'; '.join(moved)}")
-    valid = accepted_options(name)
+    if isinstance(factory, TrackerVariant):
+        factory.check(options, name)
+        return
+    parameters = inspect.signature(factory).parameters.values()
+    if any(p.kind == p.VAR_KEYWORD for p in parameters):
+        return
+    valid = _keyword_names(factory)
     unknown = sorted(set(options) - valid)
-    refusals = [kind_refusal(name, key) for key in unknown]
-    if any(refusals):
-        raise ValueError(next(text for text in refusals if text))
     if unknown:
-        hints = [_did_you_mean(key, valid) for key in unknown]
-        if all(hints):  # typos: the closest names say more than the ~50 valid ones
-            wrong = ", ".join(f"{key}{hint}" for key, hint in zip(unknown, hints))
-            raise ValueError(f"tracker {name!r} takes no option(s) {wrong}")
-        raise ValueError(
+        raise OptionError(
             f"tracker {name!r} takes no option(s) {', '.join(unknown)}; "
-            f"its options: {', '.join(sorted(valid))}"
+            f"its options: {', '.join(sorted(valid))}",
+            *unknown,
         )
-    if isinstance(factory, TrackerVariant) and dataclasses.is_dataclass(factory.params_type):
-        _check_params(factory, options)
-    backbone = options.get("backbone")
-    if isinstance(backbone, str) and tracker_kind(name).backbone:
-        from ebmtrack.models.backbones import backbone_names  # torch: our trackers only
-
-        if backbone not in backbone_names():  # the factories' message, word for word
-            raise ValueError(f"unknown backbone {backbone!r}; valid names: {backbone_names()}")
-
-
-_KINDS = {float: "a number", int: "an integer", bool: "true or false", str: "text"}
-
-
-def _fits(value, annotation) -> bool:
-    if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if annotation in (bool, str):
-        return isinstance(value, annotation)
-    if typing.get_origin(annotation) is tuple:
-        return isinstance(value, tuple)
-    return True  # other annotations are left to the dataclass's own checks
-
-
-def _check_params(variant: TrackerVariant, options: dict) -> None:
-    """Raise ValueError (``KEY must be ...``) for an option of the wrong type, or one that the
-    parameter dataclass refuses, before any model is built."""
-    params_type = variant.params_type
-    hints = typing.get_type_hints(params_type)
-    names = {f.name for f in dataclasses.fields(params_type)}
-    for key, value in options.items():
-        if key in hints and not _fits(value, hints[key]):
-            kind = _KINDS.get(hints[key], "a list")
-            raise ValueError(f"{key} must be {kind}, got {value!r}")
-    given = {k: v for k, v in {**variant.params, **options}.items() if k in names}
-    params_type(**given)  # its own range checks
 
 
 def default_options(name: str) -> dict:
@@ -331,7 +338,9 @@ def default_options(name: str) -> dict:
 
 
 def create_tracker(name: str, **options) -> Tracker:
-    """A new tracker ``name`` (any case) built with ``options``; ValueError for an unknown name
-    or option."""
+    """A new tracker ``name`` (any case) built with ``options``; ValueError for an unknown name,
+    :class:`~ebmtrack.values.OptionError` for an option it cannot take (checked once,
+    :func:`check_options`)."""
     check_options(name, options)
-    return get_factory(name)(**options)
+    factory = get_factory(name)
+    return factory.build(**options) if isinstance(factory, TrackerVariant) else factory(**options)

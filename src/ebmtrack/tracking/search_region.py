@@ -10,7 +10,6 @@ anti-aliasing pyramid), the backbone runs on the regions in one batch (its runti
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -105,7 +104,7 @@ class SearchRegion:
         runtime: the resolved backbone runtime (:func:`~ebmtrack.models.backbones.runtime.
             select_runtime`).
         device: where the networks run.
-        slots: search regions per frame at most (the input buffer's batch).
+        slots: search regions per frame and target (the input buffer's first batch).
     """
 
     def __init__(
@@ -179,8 +178,11 @@ class SearchRegion:
         ]
 
     def features(self, regions: list[Region]) -> dict[str, Tensor]:
-        """The backbone's features of ``regions`` in one batch (no autograd history, though a
-        refinement may still differentiate functions of them)."""
+        """The backbone's features of ``regions`` in one batch, one row per region (no autograd
+        history, though a refinement may still differentiate functions of them). The input
+        buffer grows to the largest batch seen."""
+        if len(regions) > len(self.image):
+            self.image = self.image.new_empty((len(regions), *self.image.shape[1:]))
         images = self.image[: len(regions)]
         fill_images(images, regions)
         with torch.no_grad():
@@ -202,12 +204,6 @@ class SearchRegion:
             neighborhood_scale=params.target_neighborhood_scale,
             displacement_scale=params.displacement_scale,
         )
-
-    def spawn(self) -> SearchRegion:
-        """This part with the same backbone call and its own input buffer."""
-        other = copy.copy(self)
-        other.image = torch.empty_like(self.image)
-        return other
 
 
 def fill_images(images: Tensor, regions: list[Region]) -> None:

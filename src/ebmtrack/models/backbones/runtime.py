@@ -22,6 +22,7 @@ from ebmtrack.models.backbones.int8 import find_ranges, quantizer_available
 from ebmtrack.models.backbones.onnx_files import default_cache_dir, state_dict_sha256
 from ebmtrack.models.backbones.onnx_runtime import OnnxBackbone
 from ebmtrack.models.precision import resolve_precision
+from ebmtrack.values import OptionError
 
 __all__ = [
     "BACKBONE_RUNTIMES",
@@ -67,14 +68,18 @@ def int8_available(backbone: Backbone, cache_dir: str | Path | None = None) -> b
 
 
 def check_backbone_runtime(runtime: str, device: torch.device | str) -> None:
-    """Raise ValueError for an unknown ``backbone_runtime`` and for an ONNX one off the CPU."""
+    """Raise :class:`~ebmtrack.values.OptionError` for an unknown ``backbone_runtime`` and for an
+    ONNX one off the CPU."""
     if runtime not in BACKBONE_RUNTIMES:
-        raise ValueError(
-            f"backbone_runtime must be one of {', '.join(BACKBONE_RUNTIMES)}, got {runtime!r}"
+        raise OptionError(
+            f"backbone_runtime must be one of {', '.join(BACKBONE_RUNTIMES)}, got {runtime!r}",
+            "backbone_runtime",
         )
     if runtime in ("onnx", "onnx-int8") and torch.device(device).type != "cpu":
-        raise ValueError(
-            f"backbone_runtime={runtime!r} runs on the CPU, not {device}: use device='cpu'"
+        raise OptionError(
+            f"backbone_runtime={runtime!r} runs on the CPU, not {device}: use device='cpu'",
+            "backbone_runtime",
+            "device",
         )
 
 
@@ -113,10 +118,12 @@ def select_runtime(
     dtype = resolve_precision(precision, device)
     if runtime == "onnx-int8":
         if dtype != torch.float32:
-            raise ValueError(
+            raise OptionError(
                 f"backbone_runtime='onnx-int8' replaces the float32 backbone; the precision "
                 f"here is {str(dtype).replace('torch.', '')}: pass precision='float32', or use "
-                "another backbone_runtime"
+                "another backbone_runtime",
+                "backbone_runtime",
+                "precision",
             )
         return BackboneRuntime(runtime, dtype)
     if runtime != "auto":

@@ -1,70 +1,98 @@
-"""ATOM's box-estimator part, one kind per ``box_mode`` (:class:`~ebmtrack.tracking.atom.params.
-AtomParams`): the classifier's scale search, the IoU-Net's ascent (:mod:`ebmtrack.tracking.
-atom.refine`), or the two combined, gated or polished."""
+"""ATOM's box-estimator part, one small class per ``box_mode`` (:data:`BOX_ESTIMATORS`): the
+classifier's position alone, its scale search, the IoU-Net's ascent (:mod:`ebmtrack.tracking.
+atom.refine`), or the two combined, gated or polished.
+
+Each class reads its own small configs (:class:`ScaleSearchConfig`, :class:`IoUAscentConfig`,
+:class:`GateConfig`), filled from any tracker's parameters of the same field names
+(:func:`~ebmtrack.tracking.params.part_config`);
+:func:`~ebmtrack.tracking.composition.build_box_estimator` checks, once, that a mode gets exactly
+the head it reads. A new mode is one class here and one entry of the
+table; the modes that read a head or search scale, and the fields each mode reads, follow.
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ebmtrack.ops.crop import apply_matrix
-from ebmtrack.tracking.atom.params import HEAD_MODES, SCALE_MODES, AtomParams
+from ebmtrack.ops.crop import apply_matrix, invert_affine
 from ebmtrack.tracking.atom.refine import ascend_iou
-from ebmtrack.tracking.box_head import BoxHead
+from ebmtrack.tracking.box_head import BoxHead, ProposalConfig
 from ebmtrack.tracking.box_refine import blend_size, select_box
 from ebmtrack.tracking.composition import TargetState
 from ebmtrack.tracking.search_region import Region
 
-__all__ = ["IoUBoxEstimator", "invert_affine"]
+__all__ = [
+    "BOX_ESTIMATORS",
+    "BOX_MODES",
+    "HEAD_MODES",
+    "SCALE_MODES",
+    "GateConfig",
+    "GatedBox",
+    "IoUAscentConfig",
+    "PolishedBox",
+    "PositionBox",
+    "RefineBox",
+    "ScaleBox",
+    "ScaleSearchConfig",
+    "invert_affine",
+]
 
 
-def invert_affine(matrix: np.ndarray) -> np.ndarray:
-    """Inverse of an affine (2, 3) map."""
-    linear_inv = np.linalg.inv(matrix[:, :2])
-    return np.concatenate([linear_inv, -(linear_inv @ matrix[:, 2])[:, None]], axis=1)
+@dataclass(frozen=True)
+class ScaleSearchConfig:
+    """The classifier's scale search (fields of :class:`~ebmtrack.tracking.atom.params.
+    AtomParams`): side factors of the extra regions, how often to search, the size's damping."""
+
+    scale_factors: tuple[float, ...] = (1 / 1.05, 1.05)
+    scale_search_interval: int = 1
+    size_update_rate: float = 1.0
 
 
-class IoUBoxEstimator:
-    """ATOM's box estimator (:class:`~ebmtrack.tracking.composition.BoxEstimator`).
+@dataclass(frozen=True)
+class IoUAscentConfig:
+    """The IoU-Net's ascent: steps, step length (times w, h), boxes averaged, the aspect-ratio
+    bound, the size's damping and the proposals it starts from."""
 
-    ``params.box_mode``:
+    box_steps: int = 5
+    box_step_length: float = 1.0
+    box_top_k: int = 3
+    max_aspect_ratio: float = 6.0
+    size_update_rate: float = 1.0
+    proposals: ProposalConfig = field(default_factory=ProposalConfig)
 
-    - ``position``: the centre moves to the classifier's position, the size is kept;
-    - ``scale``: the size follows the scale search (the region whose peak is highest, the
-      scale interpolated between the peaks), damped by ``size_update_rate``;
-    - ``refine`` (ATOM): the IoU-Net's ascent from the classifier's box gives centre and size;
-    - ``gated``: the scale search sizes the box, the IoU-Net's box replaces it where the head
-      predicts a gain of at least ``box_accept_margin``;
-    - ``polished``: the scale search moves the state; the IoU-Net's box is reported only.
 
-    Args:
-        params: the tracker's parameters.
-        head: the box head, required exactly by the modes with one (``HEAD_MODES``).
-    """
+@dataclass(frozen=True)
+class GateConfig:
+    """``gated``: the head's box is taken where its predicted gain is at least this."""
 
+    box_accept_margin: float = 0.1
+
+
+def _to_frame(region: Region, point: np.ndarray) -> np.ndarray:
+    return apply_matrix(invert_affine(region.matrix), point)
+
+
+class PositionBox:
+    """``position``: the centre moves to the classifier's position, the size is kept
+    (:class:`~ebmtrack.tracking.composition.BoxEstimator`)."""
+
+    needs_head: ClassVar[bool] = False
+    configs: ClassVar[tuple[type, ...]] = ()
     last_value = math.nan  # the confidence reads no head value of ATOM's
+    slots = 1
 
-    def __init__(self, params: AtomParams, head: BoxHead | None) -> None:
-        mode = params.box_mode
-        if (head is not None) != (mode in HEAD_MODES):
-            raise ValueError(
-                f"box_mode={mode!r} needs an IoU-Net (a box head)"
-                if head is None
-                else f"box_mode={mode!r} reads no IoU-Net: pass none"
-            )
-        self.params = params
+    def __init__(self, head: BoxHead | None = None) -> None:
         self.head = head
-        self.layers = head.layers if head is not None else ()
-        self.factors = (1.0, *params.scale_factors) if mode in SCALE_MODES else (1.0,)
-        self.slots = len(self.factors)
+        self.layers: tuple[str, ...] = head.layers if head is not None else ()
 
     def side_factors(self, frame_index: int) -> tuple[float, ...]:
-        # Frame t (the first tracked one is 2) searches scale when (t - 2) % interval == 0.
-        search = (frame_index - 1) % self.params.scale_search_interval == 0
-        return self.factors if search else (1.0,)
+        return (1.0,)
 
     def estimate(
         self,
@@ -75,28 +103,42 @@ class IoUBoxEstimator:
         feats: dict[str, Tensor],
         refine: bool,
     ) -> np.ndarray | None:
-        params, scale = self.params, region.scale  # scale: crop px per frame px
-        center_crop = position
-        reported = None
-        if factor != 1.0 and refine:  # the size follows the best-fitting region's scale
-            state.size = blend_size(state.size, state.size * factor, params.size_update_rate)
-        inverse = invert_affine(region.matrix)
-        if self.head is not None and refine:
-            refined = self.refine(state, feats, center_crop, state.size * scale)
-            gated = params.box_mode == "gated"
-            if refined is not None and (not gated or refined[1] >= params.box_accept_margin):
-                box_crop = refined[0]
-                box_center = box_crop[:2] + box_crop[2:] / 2
-                if params.box_mode != "polished":  # the head's box becomes the state
-                    center_crop = box_center
-                    state.size = blend_size(
-                        state.size, box_crop[2:] / scale, params.size_update_rate
-                    )
-                else:  # reported only: the state keeps the scale search's box
-                    size = box_crop[2:] / scale
-                    reported = np.concatenate([apply_matrix(inverse, box_center) - size / 2, size])
-        state.center = apply_matrix(inverse, center_crop)
-        return reported
+        state.center = _to_frame(region, position)
+        return None
+
+
+class ScaleBox(PositionBox):
+    """``scale``: the size follows the scale search (the region whose peak is highest, the scale
+    interpolated between the peaks), damped by ``size_update_rate``."""
+
+    configs = (ScaleSearchConfig,)
+
+    def __init__(self, scale: ScaleSearchConfig, head: BoxHead | None = None) -> None:
+        super().__init__(head)
+        self.scale = scale
+        self.factors = (1.0, *scale.scale_factors)
+        self.slots = len(self.factors)
+
+    def side_factors(self, frame_index: int) -> tuple[float, ...]:
+        # Frame t (the first tracked one is 2) searches scale when (t - 2) % interval == 0.
+        search = (frame_index - 1) % self.scale.scale_search_interval == 0
+        return self.factors if search else (1.0,)
+
+    def resize(self, state: TargetState, factor: float, refine: bool) -> None:
+        """The size follows the best-fitting region's scale."""
+        if factor != 1.0 and refine:
+            state.size = blend_size(state.size, state.size * factor, self.scale.size_update_rate)
+
+    def estimate(self, state, position, region, factor, feats, refine) -> np.ndarray | None:
+        self.resize(state, factor, refine)
+        return super().estimate(state, position, region, factor, feats, refine)
+
+
+class _Ascent:
+    """The IoU-Net's refinement, shared by the modes with a head."""
+
+    ascent: IoUAscentConfig
+    head: BoxHead
 
     def refine(
         self, state: TargetState, feats: dict[str, Tensor], center: np.ndarray, size: np.ndarray
@@ -105,9 +147,9 @@ class IoUBoxEstimator:
         (xywh crop px) and the head's predicted gain (the mean predicted IoU of its best
         ``box_top_k`` boxes minus that of the start box, before the ascent); None where no box
         passes :func:`~ebmtrack.tracking.box_refine.select_box`."""
-        params, head = self.params, self.head
+        config, head = self.ascent, self.head
         box = torch.tensor([*(center - size / 2), *size], dtype=torch.float32)
-        proposals = head.proposals(box, params, state.frame_index)
+        proposals = head.proposals(box, config.proposals, state.frame_index)
         test_features, offset = head.window(feats, proposals, 0.25 * float(size.max()))
         start_ious: list[Tensor] = []
         boxes, ious = ascend_iou(
@@ -115,14 +157,106 @@ class IoUBoxEstimator:
             state.modulation,
             test_features,
             proposals - offset,
-            params.box_steps,
-            params.box_step_length,
+            config.box_steps,
+            config.box_step_length,
             closed_form=True,
             start_ious=start_ious,
         )
-        best = select_box(boxes + offset, ious, params.box_top_k, params.max_aspect_ratio)
+        best = select_box(boxes + offset, ious, config.box_top_k, config.max_aspect_ratio)
         if best is None:
             return None
         # The start box is proposal 0; its predicted IoU comes from the ascent's first step.
-        top = torch.topk(ious, min(params.box_top_k, ious.numel())).values.mean()
+        top = torch.topk(ious, min(config.box_top_k, ious.numel())).values.mean()
         return best.double().cpu().numpy(), float(top) - float(start_ious[0][0])
+
+    def take(self, state: TargetState, box_crop: np.ndarray, scale: float) -> np.ndarray:
+        """The head's box becomes the state's size (damped); returns its centre in crop px."""
+        state.size = blend_size(state.size, box_crop[2:] / scale, self.ascent.size_update_rate)
+        return box_crop[:2] + box_crop[2:] / 2
+
+
+class RefineBox(_Ascent, PositionBox):
+    """``refine`` (ATOM): the IoU-Net's ascent from the classifier's box gives centre and
+    size."""
+
+    needs_head = True
+    configs = (IoUAscentConfig,)
+
+    def __init__(self, ascent: IoUAscentConfig, head: BoxHead) -> None:
+        PositionBox.__init__(self, head)
+        self.ascent = ascent
+
+    def estimate(self, state, position, region, factor, feats, refine) -> np.ndarray | None:
+        center_crop = position
+        if refine:
+            refined = self.refine(state, feats, position, state.size * region.scale)
+            if refined is not None:
+                center_crop = self.take(state, refined[0], region.scale)
+        state.center = _to_frame(region, center_crop)
+        return None
+
+
+class GatedBox(_Ascent, ScaleBox):
+    """``gated``: the scale search sizes the box; the IoU-Net's box replaces it where the head
+    predicts a gain of at least ``box_accept_margin``."""
+
+    needs_head = True
+    configs = (ScaleSearchConfig, IoUAscentConfig, GateConfig)
+
+    def __init__(
+        self, scale: ScaleSearchConfig, ascent: IoUAscentConfig, gate: GateConfig, head: BoxHead
+    ) -> None:
+        ScaleBox.__init__(self, scale, head)
+        self.ascent, self.gate = ascent, gate
+
+    def estimate(self, state, position, region, factor, feats, refine) -> np.ndarray | None:
+        self.resize(state, factor, refine)
+        center_crop = position
+        if refine:
+            refined = self.refine(state, feats, position, state.size * region.scale)
+            if refined is not None and refined[1] >= self.gate.box_accept_margin:
+                center_crop = self.take(state, refined[0], region.scale)
+        state.center = _to_frame(region, center_crop)
+        return None
+
+
+class PolishedBox(_Ascent, ScaleBox):
+    """``polished``: the scale search moves the state; the IoU-Net's box is reported only."""
+
+    needs_head = True
+    configs = (ScaleSearchConfig, IoUAscentConfig)
+
+    def __init__(self, scale: ScaleSearchConfig, ascent: IoUAscentConfig, head: BoxHead) -> None:
+        ScaleBox.__init__(self, scale, head)
+        self.ascent = ascent
+
+    def estimate(self, state, position, region, factor, feats, refine) -> np.ndarray | None:
+        self.resize(state, factor, refine)
+        reported = None
+        if refine:
+            refined = self.refine(state, feats, position, state.size * region.scale)
+            if refined is not None:
+                box_crop = refined[0]
+                size = box_crop[2:] / region.scale
+                center = _to_frame(region, box_crop[:2] + box_crop[2:] / 2)
+                reported = np.concatenate([center - size / 2, size])
+        state.center = _to_frame(region, position)
+        return reported
+
+
+BOX_ESTIMATORS: dict[str, type[PositionBox]] = {
+    "refine": RefineBox,
+    "scale": ScaleBox,
+    "position": PositionBox,
+    "gated": GatedBox,
+    "polished": PolishedBox,
+}
+"""ATOM's box estimator of each ``box_mode``."""
+
+BOX_MODES = tuple(BOX_ESTIMATORS)
+HEAD_MODES = tuple(mode for mode, kind in BOX_ESTIMATORS.items() if kind.needs_head)
+"""The modes whose IoU-Net estimates (part of) the box."""
+SCALE_MODES = tuple(
+    mode for mode, kind in BOX_ESTIMATORS.items() if ScaleSearchConfig in kind.configs
+)
+"""The modes whose classifier's scale search sizes the box."""

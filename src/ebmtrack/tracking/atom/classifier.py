@@ -5,6 +5,7 @@ Gaussians at the target centre."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -19,13 +20,32 @@ from ebmtrack.models.atom_classifier import (
 )
 from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.ops.crop import apply_matrix
-from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.tracking.base import TrackStatus
 from ebmtrack.tracking.composition import TargetState
 from ebmtrack.tracking.localize import Localization
 from ebmtrack.tracking.search_region import FirstFrame, Region
 
-__all__ = ["GaussNewtonClassifier", "normalize_features"]
+__all__ = ["GaussNewtonClassifier", "GaussNewtonConfig", "normalize_features"]
+
+
+@dataclass(frozen=True)
+class GaussNewtonConfig:
+    """What ATOM's classifier part reads (fields of :class:`~ebmtrack.tracking.atom.params.
+    AtomParams` of the same names): the model's shape and regularisation, its labels, its
+    optimisation, the crops' size and scale."""
+
+    projection_dim: int = 64
+    filter_size: int = 4
+    pelu_alpha: float = 0.05
+    filter_reg: float = 0.1
+    projection_reg: float = 1e-4
+    sigma_factor: float = 0.25
+    init_gn_iters: int = 6
+    init_cg_iters: int = 10
+    update_cg_iters: int = 5
+    train_skipping: int = 10
+    search_size: int = 288
+    search_area_scale: float = 5.0
 
 
 def normalize_features(features: Tensor) -> Tensor:
@@ -43,14 +63,18 @@ class GaussNewtonClassifier:
 
     Args:
         backbone: the classifier reads its ``classifier_layer``.
-        params: the tracker's parameters (classifier fields, search size and scale).
+        params: its config.
         device: where it runs.
         dtype: of the filter update's matrix products (bfloat16 is 3x faster on CPUs with
             native bfloat16).
     """
 
     def __init__(
-        self, backbone: Backbone, params: AtomParams, device: torch.device, dtype: torch.dtype
+        self,
+        backbone: Backbone,
+        params: GaussNewtonConfig,
+        device: torch.device,
+        dtype: torch.dtype,
     ) -> None:
         self.params = params
         self.device = device

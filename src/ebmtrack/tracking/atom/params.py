@@ -6,13 +6,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ebmtrack.models.precision import PRECISIONS
-from ebmtrack.tracking.params import SearchRegionParams, check_ranges
+from ebmtrack.tracking.atom.box import BOX_ESTIMATORS, BOX_MODES, HEAD_MODES, SCALE_MODES
+from ebmtrack.tracking.params import SearchRegionParams, check_ranges, mode_fields
+from ebmtrack.values import OptionError
 
 __all__ = ["BOX_MODES", "HEAD_MODES", "SCALE_MODES", "AtomParams"]
-
-BOX_MODES = ("refine", "scale", "position", "gated", "polished")
-HEAD_MODES = ("refine", "gated", "polished")  # the IoU-Net estimates (part of) the box
-SCALE_MODES = ("scale", "gated", "polished")  # the classifier's scale search sizes it
 
 
 @dataclass(frozen=True)
@@ -87,14 +85,8 @@ class AtomParams(SearchRegionParams):
 
     box_modes: ClassVar[tuple[str, ...]] = BOX_MODES
     head_modes: ClassVar[tuple[str, ...]] = HEAD_MODES
-    mode_fields: ClassVar[dict[str, tuple[str, ...]]] = {
-        "box_steps": HEAD_MODES,
-        "box_step_length": HEAD_MODES,
-        "box_top_k": HEAD_MODES,
-        "box_accept_margin": ("gated",),
-        "scale_factors": SCALE_MODES,
-        "scale_search_interval": SCALE_MODES,
-    }
+    scale_modes: ClassVar[tuple[str, ...]] = SCALE_MODES
+    mode_fields: ClassVar[dict[str, tuple[str, ...]]] = mode_fields(BOX_ESTIMATORS)
     renamed: ClassVar[dict[str, str]] = {
         "use_iou_net": "box_mode ('refine', 'gated' or 'polished' with an IoU-Net, 'scale' or"
         " 'position' without)",
@@ -126,13 +118,12 @@ class AtomParams(SearchRegionParams):
         if not (
             factors and all(isinstance(f, int | float) and 0 < f < 10 and f != 1 for f in factors)
         ):
-            raise ValueError(
-                f"scale_factors must be numbers in (0, 10) other than 1, got {factors!r}"
+            raise OptionError(
+                f"scale_factors must be numbers in (0, 10) other than 1, got {factors!r}",
+                "scale_factors",
             )
-        margin = self.box_accept_margin
-        if not isinstance(margin, int | float) or isinstance(margin, bool):
-            raise ValueError(f"box_accept_margin must be a number, got {margin!r}")
         if self.precision not in PRECISIONS:
-            raise ValueError(
-                f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
+            raise OptionError(
+                f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}",
+                "precision",
             )

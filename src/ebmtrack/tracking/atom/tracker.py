@@ -22,11 +22,12 @@ import torch
 from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.backbones.runtime import int8_available, select_runtime
 from ebmtrack.models.iou_net import AtomIoUNet
-from ebmtrack.tracking.atom.box import IoUBoxEstimator
-from ebmtrack.tracking.atom.classifier import GaussNewtonClassifier
-from ebmtrack.tracking.atom.params import HEAD_MODES, AtomParams
+from ebmtrack.tracking.atom.box import BOX_ESTIMATORS
+from ebmtrack.tracking.atom.classifier import GaussNewtonClassifier, GaussNewtonConfig
+from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.tracking.box_head import BoxHead
-from ebmtrack.tracking.composition import SearchRegionTracker
+from ebmtrack.tracking.composition import Mode, SearchRegionTracker, build_box_estimator
+from ebmtrack.tracking.params import part_config
 from ebmtrack.tracking.search_region import SearchRegion
 
 __all__ = ["AtomTracker"]
@@ -34,17 +35,21 @@ __all__ = ["AtomTracker"]
 
 class AtomTracker(SearchRegionTracker):
     """ATOM behind the :class:`~ebmtrack.tracking.base.Tracker` interface: a search region,
-    :class:`~ebmtrack.tracking.atom.classifier.GaussNewtonClassifier` and
-    :class:`~ebmtrack.tracking.atom.box.IoUBoxEstimator` (:mod:`ebmtrack.tracking.composition`).
+    :class:`~ebmtrack.tracking.atom.classifier.GaussNewtonClassifier` and the box estimator of
+    ``params.box_mode`` (:data:`~ebmtrack.tracking.atom.box.BOX_ESTIMATORS`;
+    :mod:`ebmtrack.tracking.composition`), each part with its own config.
 
     Args:
         backbone: a backbone from :func:`ebmtrack.models.backbones.create_backbone`; the
             classifier reads ``backbone.classifier_layer``, the box head ``default_layers``.
-        box_head: the offline-trained IoU-Net for this backbone; required exactly when
-            ``params.box_mode`` has one (``refine``, ``gated``, ``polished``).
+        box_head: the offline-trained IoU-Net for this backbone; given exactly when
+            ``params.box_mode`` reads one (``refine``, ``gated``, ``polished``; ValueError
+            otherwise).
         params: :class:`AtomParams`; its ``backbone`` name is informational here.
         calibrator: maps the per-frame features of :mod:`ebmtrack.tracking.confidence` to
             ``TrackResult.confidence``; None: the confidence is NaN.
+        mode: a :class:`~ebmtrack.tracking.composition.Mode` of the frame loop (``atom-lt``:
+            the long-term mode); None: none.
 
     For speed the tracker runs private copies with BatchNorm folded in: the eager backbone via
     :func:`~ebmtrack.models.backbones.optimize_for_inference` (channels-last too) and the box
@@ -61,17 +66,13 @@ class AtomTracker(SearchRegionTracker):
         box_head: AtomIoUNet | None = None,
         params: AtomParams | None = None,
         calibrator=None,
+        mode: Mode | None = None,
     ) -> None:
         params = params or AtomParams()
         device = torch.device(params.device)
-        with_head = params.box_mode in HEAD_MODES
-        if with_head and box_head is None:
-            raise ValueError(
-                f"box_mode={params.box_mode!r} needs a box_head (an IoU-Net), or pass "
-                "box_mode='scale'"
-            )
         self.backbone = backbone.to(device).eval()
-        head = BoxHead(box_head, backbone, device) if with_head else None
+        head = BoxHead(box_head, backbone, device) if box_head is not None else None
+        estimator = build_box_estimator(BOX_ESTIMATORS, params.box_mode, params, head)
         self.box_head = head.net if head is not None else None
         # auto: int8 where ranges ship for these weights (docs/results/speed.md), for the
         # classifier alone: box heads were trained and measured on float32 features only.
@@ -81,8 +82,8 @@ class AtomTracker(SearchRegionTracker):
             device,
             int8=head is None and functools.partial(int8_available, self.backbone),
         )
-        estimator = IoUBoxEstimator(params, head)
-        classifier = GaussNewtonClassifier(backbone, params, device, runtime.dtype)
+        config = part_config(GaussNewtonConfig, params)
+        classifier = GaussNewtonClassifier(backbone, config, device, runtime.dtype)
         layers = tuple(dict.fromkeys((*estimator.layers, classifier.layer)))
         search = SearchRegion(params, self.backbone, layers, runtime, device, estimator.slots)
-        super().__init__(params, search, classifier, estimator, calibrator)
+        super().__init__(params, search, classifier, estimator, calibrator, mode)

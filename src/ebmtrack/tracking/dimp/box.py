@@ -4,46 +4,66 @@ classifier's box (Algorithm S1, :mod:`ebmtrack.tracking.dimp.refine`), or the po
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from ebmtrack.ops.crop import box_from_crop
-from ebmtrack.tracking.box_head import BoxHead
+from ebmtrack.tracking.box_head import BoxHead, ProposalConfig
 from ebmtrack.tracking.box_refine import blend_size, select_box
 from ebmtrack.tracking.composition import TargetState
-from ebmtrack.tracking.dimp.params import DiMPParams
 from ebmtrack.tracking.dimp.refine import FrameBoxEnergy, ascend_boxes
 from ebmtrack.tracking.iou_gradient import IoUGradient
 from ebmtrack.tracking.search_region import Region
 
-__all__ = ["EBMBoxEstimator"]
+__all__ = [
+    "BOX_ESTIMATORS",
+    "BOX_MODES",
+    "EBMAscentConfig",
+    "EBMBoxEstimator",
+    "KeptSizeBox",
+    "SizeConfig",
+]
 
 
-class EBMBoxEstimator:
-    """DiMP's box estimator (:class:`~ebmtrack.tracking.composition.BoxEstimator`):
-    ``box_mode="refine"`` ascends the head's f(x, y) from the classifier's box at the last
-    size, ``position`` keeps the size; either way the new size is damped by
-    ``size_update_rate``.
+@dataclass(frozen=True)
+class SizeConfig:
+    """How fast the box's size follows the estimate (``size_update_rate``)."""
 
-    Args:
-        params: the tracker's parameters.
-        head: the EBM box head, required exactly for ``refine``.
-    """
+    size_update_rate: float = 0.4
 
+
+@dataclass(frozen=True)
+class EBMAscentConfig:
+    """The EBM head's ascent (fields of :class:`~ebmtrack.tracking.dimp.params.DiMPParams`):
+    steps, step length, step rule and decay, boxes averaged, the aspect-ratio bound and the
+    proposals it starts from."""
+
+    box_steps: int = 5
+    box_step_length: float = 2.5e-3
+    box_step_rule: str = "s1"
+    box_step_decay: float = 0.5
+    box_top_k: int = 3
+    max_aspect_ratio: float = 6.0
+    proposals: ProposalConfig = field(default_factory=ProposalConfig)
+
+
+class KeptSizeBox:
+    """DiMP's ``position`` box estimator (:class:`~ebmtrack.tracking.composition.BoxEstimator`):
+    the box at the classifier's position with the last size, the size damped by
+    ``size_update_rate``."""
+
+    needs_head: ClassVar[bool] = False
+    configs: ClassVar[tuple[type, ...]] = (SizeConfig,)
     slots = 1
 
-    def __init__(self, params: DiMPParams, head: BoxHead | None) -> None:
-        if (head is not None) != (params.box_mode == "refine"):
-            raise ValueError(
-                "box_mode='refine' needs a box head"
-                if head is None
-                else "box_mode='position' reads no box head: pass none"
-            )
-        self.params = params
+    def __init__(self, size: SizeConfig, head: BoxHead | None = None) -> None:
+        self.size = size
         self.head = head
-        self.layers = head.layers if head is not None else ()
+        self.layers: tuple[str, ...] = head.layers if head is not None else ()
         self.last_value = math.nan
 
     def side_factors(self, frame_index: int) -> tuple[float, ...]:
@@ -60,22 +80,42 @@ class EBMBoxEstimator:
     ) -> None:
         scale = region.scale  # crop px per frame px
         box_crop = np.concatenate([position - state.size * scale / 2, state.size * scale])
-        if self.head is not None and refine:
-            refined = self.refine(state, feats, box_crop)
-            box_crop = box_crop if refined is None else refined
+        if refine:
+            box_crop = self.refined(state, feats, box_crop)
         new_box = box_from_crop(box_crop, region.matrix)
         state.center = new_box[:2] + new_box[2:] / 2
-        state.size = blend_size(state.size, new_box[2:], self.params.size_update_rate)
+        state.size = blend_size(state.size, new_box[2:], self.size.size_update_rate)
         return None
+
+    def refined(self, state: TargetState, feats: dict[str, Tensor], box: np.ndarray) -> np.ndarray:
+        """The box (xywh crop px) this estimator makes of the classifier's: itself."""
+        return box
+
+
+class EBMBoxEstimator(KeptSizeBox):
+    """DiMP's ``refine`` box estimator: gradient ascent on the head's f(x, y) from the
+    classifier's box at the last size (the box kept where no refined box qualifies), the new
+    size damped by ``size_update_rate``."""
+
+    needs_head = True
+    configs = (SizeConfig, EBMAscentConfig)
+
+    def __init__(self, size: SizeConfig, ascent: EBMAscentConfig, head: BoxHead) -> None:
+        super().__init__(size, head)
+        self.ascent = ascent
+
+    def refined(self, state: TargetState, feats: dict[str, Tensor], box: np.ndarray) -> np.ndarray:
+        refined = self.refine(state, feats, box)
+        return box if refined is None else refined
 
     def refine(
         self, state: TargetState, feats: dict[str, Tensor], box: np.ndarray
     ) -> np.ndarray | None:
         """EBM refinement of ``box`` (xywh crop px) -> xywh crop px, None if no box qualifies;
         ``last_value`` the mean f of the ``box_top_k`` best boxes."""
-        params, head = self.params, self.head
+        params, head = self.ascent, self.head
         start = torch.tensor(box, dtype=torch.float32)
-        proposals = head.proposals(start, params, state.frame_index)
+        proposals = head.proposals(start, params.proposals, state.frame_index)
         # No margin beyond the window's two border cells (16 px at stride 8): the small EBM
         # steps stay inside (ATOM's 0.25 box sizes gave the same refinement on the training
         # sequences, at 1.2x the cost).
@@ -88,7 +128,7 @@ class EBMBoxEstimator:
             proposals - offset,
             start[2:].to(head.device),
             params.box_steps,
-            params.box_step_length,
+            (params.box_step_length, params.box_step_length),
             params.box_step_rule,
             params.box_step_decay,
         )
@@ -98,3 +138,11 @@ class EBMBoxEstimator:
         top = torch.topk(values.flatten(), min(params.box_top_k, values.numel())).values
         self.last_value = float(top.mean())
         return best.double().cpu().numpy()
+
+
+BOX_ESTIMATORS: dict[str, type[KeptSizeBox]] = {"refine": EBMBoxEstimator, "position": KeptSizeBox}
+"""DiMP's box estimator of each ``box_mode``."""
+
+BOX_MODES = tuple(BOX_ESTIMATORS)
+"""``refine``: the EBM head refines the classifier's box; ``position``: only the position moves,
+the size is kept."""

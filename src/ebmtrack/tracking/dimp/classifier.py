@@ -3,6 +3,8 @@ optimizer (:class:`~ebmtrack.models.dimp.DiMPClassifier`), its memory labels the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -12,11 +14,22 @@ from ebmtrack.models.dimp import DiMPClassifier
 from ebmtrack.ops.crop import box_to_crop
 from ebmtrack.tracking.base import TrackStatus
 from ebmtrack.tracking.composition import TargetState
-from ebmtrack.tracking.dimp.params import DiMPParams
 from ebmtrack.tracking.localize import Localization
 from ebmtrack.tracking.search_region import FirstFrame, Region
 
-__all__ = ["LearntClassifier"]
+__all__ = ["LearntClassifier", "LearntConfig"]
+
+
+@dataclass(frozen=True)
+class LearntConfig:
+    """What DiMP's classifier part reads (fields of :class:`~ebmtrack.tracking.dimp.params.
+    DiMPParams` of the same names): the optimizer's steps and schedule, the crops' size."""
+
+    init_iters: int = 10
+    update_iters: int = 2
+    hard_negative_iters: int = 1
+    train_skipping: int = 20
+    search_size: int = 288
 
 
 class LearntClassifier:
@@ -28,12 +41,12 @@ class LearntClassifier:
         net: DiMP's target classifier for ``backbone``'s classifier layer (refused with a
             ValueError otherwise); frozen, moved to ``device``.
         backbone: the tracker's backbone.
-        params: the tracker's parameters (optimizer steps, training schedule).
+        params: its config.
         device: where it runs.
     """
 
     def __init__(
-        self, net: DiMPClassifier, backbone: Backbone, params: DiMPParams, device: torch.device
+        self, net: DiMPClassifier, backbone: Backbone, params: LearntConfig, device: torch.device
     ) -> None:
         self.layer = backbone.classifier_layer
         config, info = net.config, backbone.feature_info[self.layer]

@@ -8,12 +8,13 @@ from pathlib import Path
 import torch
 
 from ebmtrack import weights as shipped
-from ebmtrack.models.backbones import backbone_names, create_backbone
+from ebmtrack.models.backbones import create_backbone
 from ebmtrack.models.dimp import DiMPClassifier, DiMPConfig
 from ebmtrack.models.serialization import load_model
 from ebmtrack.tracking.calibrator import resolve_calibrator
 from ebmtrack.tracking.dimp.params import DiMPParams
 from ebmtrack.tracking.dimp.tracker import DiMPTracker
+from ebmtrack.tracking.params import require_device
 from ebmtrack.tracking.registry import OUR_TRACKER, TrackerVariant
 
 __all__ = ["DIMP_NCE_PLUS", "create_dimp_tracker"]
@@ -60,27 +61,26 @@ def create_dimp_tracker(
         **params: fields of :class:`DiMPParams`.
 
     Raises:
-        ValueError: unknown parameter or backbone, weights made for another backbone or of the
-            wrong model, or a CUDA device on a machine without one.
+        ValueError: a parameter out of range (:class:`~ebmtrack.values.OptionError`; the
+            registered variant checks names, types and the backbone's name first), weights
+            made for another backbone or of the wrong model, or a CUDA device on a machine
+            without one.
         FileNotFoundError: a weights file that does not exist.
     """
-    DiMPParams.check_names(params, "dimp-nce+")
-    if backbone not in backbone_names():
-        raise ValueError(f"unknown backbone {backbone!r}; valid names: {backbone_names()}")
     if weights is None:
         head = shipped.find_shipped("box-head", backbone, box_head_tag)
         weights = head.path if head is not None else None
     if weights is None:
         params.setdefault("box_mode", "position")
     dimp_params = DiMPParams(backbone=backbone, **params)
-    if dimp_params.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {dimp_params.device!r} requested but CUDA is not available")
+    require_device(dimp_params.device)
     # Files are checked before the (slower) backbone is built.
     box_head = None
-    if weights is not None and dimp_params.box_mode == "refine":
+    with_head = dimp_params.box_mode in DiMPParams.head_modes
+    if weights is not None and with_head:
         box_head = load_model(weights, expected="AtomIoUNet")
         _made_for(box_head, backbone, Path(weights), "box head")
-    elif dimp_params.box_mode == "refine":
+    elif with_head:
         shipped.shipped_file("box-head", backbone, box_head_tag)  # none ships: its ValueError
     else:
         logger.warning("dimp-nce+ without a box head: the box keeps its first size")

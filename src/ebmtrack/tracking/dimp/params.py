@@ -5,17 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ebmtrack.tracking.params import SearchRegionParams, check_ranges
+from ebmtrack.tracking.dimp.box import BOX_ESTIMATORS, BOX_MODES
+from ebmtrack.tracking.dimp.refine import STEP_RULES
+from ebmtrack.tracking.params import SearchRegionParams, check_ranges, mode_fields
+from ebmtrack.values import OptionError
 
 __all__ = ["BOX_MODES", "STEP_RULES", "DiMPParams"]
-
-BOX_MODES = ("refine", "position")
-"""``refine``: the EBM head refines the classifier's box; ``position``: only the position moves,
-the size is kept."""
-
-STEP_RULES = ("s1", "fixed")
-"""Box-refinement step rules: ``s1`` (the paper's Algorithm S1) and ``fixed`` (the reference
-tracker's plain steps)."""
 
 
 @dataclass(frozen=True)
@@ -48,8 +43,8 @@ class DiMPParams(SearchRegionParams):
             moves and the size is kept; the box fields below then keep their defaults).
         box_steps: iterations T (reference 10; 5 here: the same tracking AUC on the training
             sequences at about 1.3x the frame rate, docs/dimp.md).
-        box_step_length: lambda for (centre, log-size) coordinates (2.5e-3 each, the reference's
-            ``box_refinement_step_length``).
+        box_step_length: lambda for the centre and the log-size coordinates alike (2.5e-3, the
+            reference's ``box_refinement_step_length``).
         box_step_rule: ``s1``: Algorithm S1 of the paper's appendix, a step is kept only where f
             increases, otherwise that box's lambda is multiplied by ``box_step_decay``; ``fixed``:
             the reference tracker's rule, every step taken (``box_refinement_step_decay`` 1).
@@ -70,17 +65,16 @@ class DiMPParams(SearchRegionParams):
 
     box_mode: str = "refine"
     box_steps: int = 5
-    box_step_length: tuple[float, float] = (2.5e-3, 2.5e-3)
+    box_step_length: float = 2.5e-3
     box_step_rule: str = "s1"
     box_step_decay: float = 0.5
     box_top_k: int = 3
 
     box_modes: ClassVar[tuple[str, ...]] = BOX_MODES
-    head_modes: ClassVar[tuple[str, ...]] = ("refine",)
-    mode_fields: ClassVar[dict[str, tuple[str, ...]]] = {
-        name: ("refine",)
-        for name in ("box_steps", "box_step_length", "box_step_rule", "box_step_decay", "box_top_k")
-    }
+    head_modes: ClassVar[tuple[str, ...]] = tuple(
+        mode for mode, kind in BOX_ESTIMATORS.items() if kind.needs_head
+    )
+    mode_fields: ClassVar[dict[str, tuple[str, ...]]] = mode_fields(BOX_ESTIMATORS)
     renamed: ClassVar[dict[str, str]] = {
         "use_box_head": "box_mode ('refine' with the box head, 'position' without)"
     }
@@ -91,16 +85,15 @@ class DiMPParams(SearchRegionParams):
             self,
             positive_ints=("box_top_k",),
             non_negative_ints=("init_iters", "update_iters", "hard_negative_iters", "box_steps"),
+            positive=("box_step_length",),
         )
         self._check_box_mode()
         if self.box_step_rule not in STEP_RULES:
-            raise ValueError(
-                f"box_step_rule must be one of {', '.join(STEP_RULES)}, got {self.box_step_rule!r}"
-            )
-        if len(self.box_step_length) != 2 or not all(v > 0 for v in self.box_step_length):
-            raise ValueError(
-                f"box_step_length must be two positive numbers (centre, size), "
-                f"got {self.box_step_length!r}"
+            raise OptionError(
+                f"box_step_rule must be one of {', '.join(STEP_RULES)}, got {self.box_step_rule!r}",
+                "box_step_rule",
             )
         if not 0 < self.box_step_decay <= 1:
-            raise ValueError(f"box_step_decay must be in (0, 1], got {self.box_step_decay!r}")
+            raise OptionError(
+                f"box_step_decay must be in (0, 1], got {self.box_step_decay!r}", "box_step_decay"
+            )

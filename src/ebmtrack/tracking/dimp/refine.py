@@ -20,10 +20,13 @@ from torch import Tensor, nn
 
 from ebmtrack.ebm.sampling import check_candidates, gradient_ascent, score_and_grad
 from ebmtrack.ops.boxes import box_convert
-from ebmtrack.tracking.dimp.params import STEP_RULES
 from ebmtrack.tracking.iou_gradient import IoUGradient
 
-__all__ = ["FrameBoxEnergy", "ascend_boxes", "fixed_step_ascent"]
+__all__ = ["STEP_RULES", "FrameBoxEnergy", "ascend_boxes", "fixed_step_ascent"]
+
+STEP_RULES = ("s1", "fixed")
+"""Box-refinement step rules: ``s1`` (the paper's Algorithm S1) and ``fixed`` (the reference
+tracker's plain steps)."""
 
 
 class _ClosedFormScore(torch.autograd.Function):

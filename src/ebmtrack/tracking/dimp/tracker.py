@@ -28,10 +28,11 @@ from ebmtrack.models.backbones.runtime import select_runtime
 from ebmtrack.models.dimp import DiMPClassifier
 from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.tracking.box_head import BoxHead
-from ebmtrack.tracking.composition import SearchRegionTracker
-from ebmtrack.tracking.dimp.box import EBMBoxEstimator
-from ebmtrack.tracking.dimp.classifier import LearntClassifier
+from ebmtrack.tracking.composition import SearchRegionTracker, build_box_estimator
+from ebmtrack.tracking.dimp.box import BOX_ESTIMATORS
+from ebmtrack.tracking.dimp.classifier import LearntClassifier, LearntConfig
 from ebmtrack.tracking.dimp.params import DiMPParams
+from ebmtrack.tracking.params import part_config
 from ebmtrack.tracking.search_region import SearchRegion
 
 __all__ = ["DiMPTracker"]
@@ -40,14 +41,15 @@ __all__ = ["DiMPTracker"]
 class DiMPTracker(SearchRegionTracker):
     """DiMP-NCE+ behind the :class:`~ebmtrack.tracking.base.Tracker` interface: a search region,
     :class:`~ebmtrack.tracking.dimp.classifier.LearntClassifier` and
-    :class:`~ebmtrack.tracking.dimp.box.EBMBoxEstimator` (:mod:`ebmtrack.tracking.composition`).
+    the box estimator of ``params.box_mode`` (:data:`~ebmtrack.tracking.dimp.box.BOX_ESTIMATORS`;
+    :mod:`ebmtrack.tracking.composition`), each part with its own config.
 
     Args:
         backbone: a backbone from :func:`ebmtrack.models.backbones.create_backbone`; the
             classifier reads ``backbone.classifier_layer``, the box head ``default_layers``.
         classifier: DiMP's target classifier for this backbone's classifier layer.
         box_head: the IoU-Net trained as an EBM (any loss of :data:`ebmtrack.ebm.LOSSES`);
-            required when ``params.box_mode`` is ``refine``.
+            given exactly when ``params.box_mode`` is ``refine`` (ValueError otherwise).
         params: :class:`DiMPParams`; its ``backbone`` name is informational here.
         calibrator: maps the per-frame features of :mod:`ebmtrack.tracking.confidence` to
             ``TrackResult.confidence``; None: the confidence is NaN.
@@ -69,14 +71,12 @@ class DiMPTracker(SearchRegionTracker):
     ) -> None:
         params = params or DiMPParams()
         device = torch.device(params.device)
-        with_head = params.box_mode == "refine"
-        if with_head and box_head is None:
-            raise ValueError("box_mode='refine' needs a box_head (or pass box_mode='position')")
         self.backbone = backbone.to(device).eval()
-        part = LearntClassifier(classifier, self.backbone, params, device)
-        head = BoxHead(box_head, self.backbone, device) if with_head else None
+        config = part_config(LearntConfig, params)
+        part = LearntClassifier(classifier, self.backbone, config, device)
+        head = BoxHead(box_head, self.backbone, device) if box_head is not None else None
         self.box_head = head.net if head is not None else None
-        estimator = EBMBoxEstimator(params, head)
+        estimator = build_box_estimator(BOX_ESTIMATORS, params.box_mode, params, head)
         layers = tuple(dict.fromkeys((*estimator.layers, part.layer)))
         runtime = select_runtime("float32", params.backbone_runtime, device)
         search = SearchRegion(params, self.backbone, layers, runtime, device, estimator.slots)
