@@ -400,3 +400,30 @@ def test_a_head_box_reported_only_never_moves_the_state(backbone, iou_net):
     # The reported box is the head's refinement of the state's box: near it, not elsewhere.
     centers = reported[:, :2] + reported[:, 2:] / 2
     assert np.all(np.abs(centers - alone_states[:, :2]) < alone_states[:, 2:])
+
+
+def test_refine_with_a_damped_size_reports_the_heads_own_box(backbone, iou_net):
+    """box_mode="refine": with size_update_rate 1 the reported box is the state's (the head's
+    box becomes the state); with a damped size the state's size moves only part of the way in
+    log space while the reported box keeps the head's full size, so the two differ."""
+    frames, boxes = moving_object_sequence(num_frames=6)
+    common = {"search_size": 96, "seed": 0, "box_mode": "refine"}
+
+    def run(**params):
+        tracker = AtomTracker(backbone, iou_net, AtomParams(**common, **params))
+        tracker.initialize(frames[0], boxes[0])
+        out = []
+        for frame in frames[1:]:
+            before = tracker.state.size.copy()
+            box = tracker.track(frame).box
+            out.append((before, box, tracker.state.box()))
+        return out
+
+    for _, box, state in run():
+        np.testing.assert_array_equal(box, state)
+    damped = run(size_update_rate=0.5)
+    assert max(np.abs(box - state).max() for _, box, state in damped) > 1e-3
+    for before, box, state in damped:
+        # the head's size, the previous size and the state's: state = sqrt(previous * head)
+        np.testing.assert_allclose(state[2:], np.sqrt(before * box[2:]), rtol=1e-9)
+        np.testing.assert_allclose(box[:2] + box[2:] / 2, state[:2] + state[2:] / 2, atol=1e-9)

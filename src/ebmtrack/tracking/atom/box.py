@@ -78,6 +78,13 @@ def _to_frame(region: Region, point: np.ndarray) -> np.ndarray:
     return apply_matrix(invert_affine(region.matrix), point)
 
 
+def _frame_box(region: Region, box_crop: np.ndarray) -> np.ndarray:
+    """A box (x, y, w, h) in crop px of ``region`` as a box in frame px."""
+    size = box_crop[2:] / region.scale
+    center = _to_frame(region, box_crop[:2] + box_crop[2:] / 2)
+    return np.concatenate([center - size / 2, size])
+
+
 class PositionBox:
     """``position``: the centre moves to the classifier's position, the size is kept
     (:class:`~ebmtrack.tracking.composition.BoxEstimator`)."""
@@ -177,7 +184,8 @@ class _Ascent:
 
 class RefineBox(_Ascent, PositionBox):
     """``refine`` (ATOM): the IoU-Net's ascent from the classifier's box gives centre and
-    size."""
+    size. Where ``size_update_rate`` < 1 damps the size the state carries to the next frame,
+    the frame's reported box is the head's own (undamped)."""
 
     needs_head = True
     configs = (IoUAscentConfig,)
@@ -187,13 +195,15 @@ class RefineBox(_Ascent, PositionBox):
         self.ascent = ascent
 
     def estimate(self, state, position, region, factor, feats, refine) -> np.ndarray | None:
-        center_crop = position
+        center_crop, reported = position, None
         if refine:
             refined = self.refine(state, feats, position, state.size * region.scale)
             if refined is not None:
                 center_crop = self.take(state, refined[0], region.scale)
+                if self.ascent.size_update_rate != 1.0:
+                    reported = _frame_box(region, refined[0])
         state.center = _to_frame(region, center_crop)
-        return None
+        return reported
 
 
 class GatedBox(_Ascent, ScaleBox):
@@ -236,10 +246,7 @@ class PolishedBox(_Ascent, ScaleBox):
         if refine:
             refined = self.refine(state, feats, position, state.size * region.scale)
             if refined is not None:
-                box_crop = refined[0]
-                size = box_crop[2:] / region.scale
-                center = _to_frame(region, box_crop[:2] + box_crop[2:] / 2)
-                reported = np.concatenate([center - size / 2, size])
+                reported = _frame_box(region, refined[0])
         state.center = _to_frame(region, position)
         return reported
 
