@@ -15,9 +15,11 @@ from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequence
 from ebmtrack.evaluation.runner import track_sequence
 from ebmtrack.evaluation.scoring import score_run
-from ebmtrack.training.sources.pack import PACK_HOLDOUT
+from ebmtrack.training.sources.pack import CLIP_HOLDOUT, PACK_HOLDOUT
 
 PACK = Path(__file__).resolve().parents[2] / "shared" / "data" / "train" / "sequences"
+CLIPS = PACK.parent / "clips"
+SUMMARY = ("auc", "op50", "op75", "precision")
 
 
 def generated(count: int, frames: int) -> list:
@@ -35,20 +37,35 @@ def pack_tracks(held_out_only: bool = True) -> list:
     return [s for s in tracks if s.name in PACK_HOLDOUT] if held_out_only else tracks
 
 
+def pack_clips() -> list:
+    """The training pack's held-out clips (``CLIP_HOLDOUT``: 50 consecutive real frames each,
+    never trained on); none if the pack is not beside the repository."""
+    if not CLIPS.is_dir():
+        return []
+    return [s for s in load_folder(CLIPS) if s.name in CLIP_HOLDOUT]
+
+
 def score_sets(make_tracker: Callable, sets: dict[str, list]) -> dict:
     """Track every sequence of every set with a fresh ``make_tracker()``: mean AUC (%) per set
     and ``cpu_ms_per_frame`` (``process_time`` of the initialize + track calls)."""
+    row = score_sets_by(make_tracker, sets)
+    return {name: row[name]["auc"] for name in sets} | {"cpu_ms_per_frame": row["cpu_ms_per_frame"]}
+
+
+def score_sets_by(make_tracker: Callable, sets: dict[str, list]) -> dict:
+    """:func:`score_sets` with more numbers: ``{set: {"auc", "op50", "op75", "precision"}}`` in %
+    (means over the set's sequences) and ``cpu_ms_per_frame``."""
     row: dict = {}
     cpu, frames = 0.0, 0
     for name, sequences in sets.items():
-        aucs = []
+        scores = []
         for sequence in sequences:
             tracker = make_tracker()
             start = time.process_time()
             boxes, _ = track_sequence(tracker, sequence)
             cpu += time.process_time() - start
             frames += len(sequence)
-            aucs.append(score_run(boxes, sequence).summary()["auc"])
-        row[name] = 100 * float(np.mean(aucs))
+            scores.append(score_run(boxes, sequence).summary())
+        row[name] = {key: 100 * float(np.mean([s[key] for s in scores])) for key in SUMMARY}
     row["cpu_ms_per_frame"] = 1000 * cpu / frames
     return row
