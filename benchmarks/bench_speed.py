@@ -1,5 +1,10 @@
 """Tracking speed of the default tracker on a quiet and on a busy CPU, in one run.
 
+``--trackers`` (default ``atom``) names the trackers to time, e.g. ``atom,atom-scale,nanotrack``
+to set the default beside the tracker it replaced and OpenCV's NanoTrack in one run; the
+configurations below apply to trackers with a backbone of ours, OpenCV's run once per thread
+count (``--peer-models``: their ONNX files).
+
 Each configuration (``--configs``, pairs ``PRECISION:BACKBONE_RUNTIME``, default: ``auto:auto``,
 the default tracker as a user gets it; ``float32:auto``, what a CPU without native bfloat16 runs;
 ``float32:onnx``, the float32 backbone in ONNX Runtime; ``bfloat16:torch``, eager bfloat16, on
@@ -40,6 +45,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SEQUENCES = REPO.parent / "shared" / "data" / "sequences"
@@ -100,7 +107,8 @@ def speed_goals(rows: list[dict]) -> dict[str, bool]:
             (
                 r
                 for r in rows
-                if r.get("precision") == precision
+                if r.get("tracker", "atom") == "atom"
+                and r.get("precision") == precision
                 and r.get("backbone_runtime") == runtime
                 and r.get("threads") == 1
             ),
@@ -119,7 +127,7 @@ def child(spec: dict) -> None:
     import ebmtrack
 
     frames, box = load_frames(spec["sequence"], spec["frames"])
-    tracker = ebmtrack.load_tracker("atom", threads=spec["threads"], **spec["params"])
+    tracker = ebmtrack.load_tracker(spec["tracker"], threads=spec["threads"], **spec["params"])
     tracker.initialize(frames[0], box)  # warm-up: ONNX export, sessions, allocator
     for frame in frames[1 : 1 + spec["warmup"]]:
         tracker.track(frame)
@@ -138,8 +146,8 @@ def child(spec: dict) -> None:
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         results[phase] = {"fps": len(frames) / wall, "cpu_fps": len(frames) / cpu, "load": load}
     results["torch_threads"] = torch.get_num_threads()
-    results["runtime"] = tracker.backbone_runtime
-    results["dtype"] = str(tracker.dtype).replace("torch.", "")
+    results["runtime"] = getattr(tracker, "backbone_runtime", "opencv")
+    results["dtype"] = str(getattr(tracker, "dtype", "-")).replace("torch.", "")
     print("RESULT " + json.dumps(results), flush=True)
 
 
@@ -231,6 +239,16 @@ def main() -> None:
         default="auto:auto,float32:auto,float32:onnx,bfloat16:torch",
         help="PRECISION:BACKBONE_RUNTIME pairs (bfloat16 only where native)",
     )
+    parser.add_argument(
+        "--trackers",
+        default="atom",
+        help="comma-separated trackers, NAME or NAME:KEY=VALUE;KEY=VALUE (e.g. atom-scale, "
+        "nanotrack); OpenCV's trackers run once per thread count, without --configs",
+    )
+    parser.add_argument(
+        "--peer-models", type=Path, default=REPO.parent / "shared" / "peers",
+        help="OpenCV's ONNX files (nanotrack, vit)",
+    )
     parser.add_argument("--cli", action="store_true", help="also time `ebmtrack track`")
     parser.add_argument(
         "--eval", action="store_true", help="also time `ebmtrack eval` on the sequence"
@@ -268,35 +286,50 @@ def main() -> None:
         parser.error(f"--configs: PRECISION:RUNTIME pairs, got {args.configs!r}")
     pairs = [p for p in pairs if p[0] != "bfloat16" or header["native_bfloat16"]]
     precisions = list(dict.fromkeys(precision for precision, _ in pairs))
-    configs = [
-        (precision, threads, {"backbone_runtime": runtime})
-        for precision, runtime in pairs
-        for threads in (int(t) for t in args.threads.split(","))
-    ]
+    from ebmtrack.tracking.registry import tracker_kind
+
+    threads_list = [int(t) for t in args.threads.split(",")]
+    configs = []
+    for item in args.trackers.split(","):
+        name, _, extra = item.partition(":")
+        options = {}
+        for pair in filter(None, extra.split(";")):
+            key, _, value = pair.partition("=")
+            options[key] = yaml.safe_load(value)
+        if tracker_kind(name).backbone:
+            configs += [
+                (name, precision, threads, {"backbone_runtime": runtime, **options})
+                for precision, runtime in pairs
+                for threads in threads_list
+            ]
+        else:
+            files = {"model_dir": str(args.peer_models)} if tracker_kind(name).model_files else {}
+            configs += [(name, None, threads, {**files, **options}) for threads in threads_list]
     if args.only_commands:
         configs = []
     else:
         print(
-            "| precision | runtime | threads | quiet FPS | load | busy FPS | load "
+            "| tracker | precision | runtime | threads | quiet FPS | load | busy FPS | load "
             "| busy / quiet | CPU-time FPS |"
         )
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|")
     rows = []
-    for precision, threads, params in configs:
+    for tracker, precision, threads, params in configs:
         spec = {
+            "tracker": tracker,
             "sequence": args.sequence,
             "frames": args.frames,
             "warmup": args.warmup,
             "threads": threads,
-            "params": {"precision": precision, **params},
+            "params": params if precision is None else {"precision": precision, **params},
             "phases": ["quiet", "busy"],
         }
         result = measure(spec)
         quiet, busy = result["quiet"], result["busy"]
-        row = dict(precision=precision, threads=threads, **params, **result)
+        row = dict(tracker=tracker, precision=precision, threads=threads, **params, **result)
         rows.append(row)
         print(
-            f"| {precision} ({result['dtype']}) | {result['runtime']} | {threads} "
+            f"| {tracker} | {precision} ({result['dtype']}) | {result['runtime']} | {threads} "
             f"| {quiet['fps']:.1f} | {quiet['load']:.1f} | {busy['fps']:.1f} | {busy['load']:.1f} "
             f"| {busy['fps'] / quiet['fps']:.2f} | {quiet['cpu_fps']:.1f} |",
             flush=True,
