@@ -9,6 +9,7 @@ Layers, each allowed to import only the ones below it (docs/architecture.md)::
     tracking, data
     models
     ops, optim, ebm, runtime, values, weights
+    lite                             (the torch-free runtime: imports no other ebmtrack package)
 
 Inside ``tracking``, the shared modules import neither ``atom`` nor ``dimp``, and those two do not
 import each other. Imports inside functions count too: a lazy import is still a dependency.
@@ -26,6 +27,7 @@ import ebmtrack
 PACKAGE = Path(ebmtrack.__file__).resolve().parent
 
 RANKS = {
+    "lite": -1,
     "ops": 0,
     "optim": 0,
     "ebm": 0,
