@@ -4,7 +4,7 @@ Layers, each allowed to import only the ones below it (docs/architecture.md)::
 
     cli
     studies
-    evaluation, training
+    evaluation, training, export
     api                              (ebmtrack.load_tracker)
     tracking, data
     models
@@ -40,6 +40,7 @@ RANKS = {
     "api": 3,
     "evaluation": 4,
     "training": 4,
+    "export": 4,
     "studies": 5,
     "cli": 6,
 }
