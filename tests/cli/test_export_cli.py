@@ -3,8 +3,7 @@
 import json
 
 import pytest
-
-from .cli_helpers import ebmtrack, error_line
+from cli_helpers import ebmtrack, error_line
 
 
 def test_a_folder_holding_other_files_is_refused_and_kept(tmp_path):

@@ -4,8 +4,6 @@ from pathlib import Path
 
 import pytest
 
-SEQUENCES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "sequences"
-
 
 @pytest.fixture(scope="session")
 def atom_export(tmp_path_factory) -> Path:

@@ -18,7 +18,7 @@ from ebmtrack.data.io import read_image
 from ebmtrack.export import copy_state
 from ebmtrack.tracking.base import TrackResult
 
-from .conftest import SEQUENCES
+SEQUENCES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "sequences"
 
 SRC = Path(ebmtrack.__file__).resolve().parents[1]
 
