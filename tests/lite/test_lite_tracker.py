@@ -210,3 +210,15 @@ def test_options_are_checked(atom_export):
     with pytest.raises(ValueError, match="seed must be like"):
         lite.load(atom_export, seed="one")
     assert lite.load(atom_export, seed=2, box_mode="position").params["seed"] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runtime", ["onnx-int8", "onnx"])
+def test_the_first_frame_in_batches_gives_the_features_of_one_batch(atom_export, runtime):
+    tracker = lite.load(atom_export, backbone_runtime=runtime)
+    rng = np.random.default_rng(0)
+    images = rng.uniform(0, 255, size=(7, 3, 288, 288)).astype(np.float32)
+    batched = tracker._features(images)
+    tracker.batch = len(images)
+    whole = tracker._features(images)
+    np.testing.assert_allclose(batched[tracker.layer], whole[tracker.layer], rtol=0, atol=1e-5)
