@@ -57,7 +57,7 @@ def test_shared_options_mean_the_same_everywhere():
     assert seen["threads"] == ["demo", "eval", "regress1d", "train", "track"]
     assert seen["device"] == ["demo", "eval", "train", "track"]
     assert seen["workers"] == ["eval", "regress1d"]  # train's loader processes: --data-workers
-    assert seen["peer_models"] == ["demo", "eval", "track"]
+    assert seen["peer_models"] == ["demo", "eval", "export", "track"]
 
 
 def test_readme_says_what_shared_is():

@@ -4,11 +4,12 @@ Layers, each allowed to import only the ones below it (docs/architecture.md)::
 
     cli
     studies
-    evaluation, training
+    evaluation, training, export
     api                              (ebmtrack.load_tracker)
     tracking, data
     models
     ops, optim, ebm, runtime, values, weights
+    lite                             (the torch-free runtime: imports no other ebmtrack package)
 
 Inside ``tracking``, the shared modules import neither ``atom`` nor ``dimp``, and those two do not
 import each other. Imports inside functions count too: a lazy import is still a dependency.
@@ -26,6 +27,7 @@ import ebmtrack
 PACKAGE = Path(ebmtrack.__file__).resolve().parent
 
 RANKS = {
+    "lite": -1,
     "ops": 0,
     "optim": 0,
     "ebm": 0,
@@ -38,6 +40,7 @@ RANKS = {
     "api": 3,
     "evaluation": 4,
     "training": 4,
+    "export": 4,
     "studies": 5,
     "cli": 6,
 }

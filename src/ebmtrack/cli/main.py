@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 # Module names under ebmtrack.cli, in the order --help lists them.
-SUBCOMMANDS: tuple[str, ...] = ("demo", "eval", "regress1d", "train", "track")
+SUBCOMMANDS: tuple[str, ...] = ("demo", "eval", "export", "regress1d", "train", "track")
 
 EXIT_ERROR, EXIT_BROKEN_PIPE, EXIT_SIGINT, EXIT_SIGTERM = 2, 141, 130, 143
 

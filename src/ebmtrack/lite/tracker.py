@@ -1,0 +1,589 @@
+"""The torch-free tracker: an export of ``ebmtrack export`` (:mod:`ebmtrack.lite.files`) run with
+ONNX Runtime, NumPy and OpenCV, frame by frame as the torch trackers run
+(:mod:`ebmtrack.tracking.composition`): search (crops, backbone), score (the classifier and its
+localisation), estimate (the box mode), update (the sample memory and the classifier's CG
+steps), confidence.
+
+Box modes are rows of :data:`BOX_MODES`: whether the classifier's scale search sizes the box,
+whether the box head runs, whether its box becomes the state (the next frame's search region)
+or is only reported, and whether a gate on its predicted gain decides. A new mode made of these
+is one row.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ebmtrack.lite import classifier as cls
+from ebmtrack.lite.augment import augmented_crops, dropout_copies, num_augmented_crops
+from ebmtrack.lite.confidence import Calibrator, ConfidenceEstimator
+from ebmtrack.lite.crop import (
+    CropSpec,
+    apply_matrix,
+    crop_squares,
+    invert_affine,
+    search_region_side,
+)
+from ebmtrack.lite.files import Export, read_export
+from ebmtrack.lite.frames import as_rgb, clamp_target, clip_init_box
+from ebmtrack.lite.head import (
+    BoxHead,
+    Predictor,
+    ascend_iou,
+    blend_size,
+    jitter_proposals,
+    select_box,
+)
+from ebmtrack.lite.localize import Localization, best_scale, localize, upsample_scores
+from ebmtrack.lite.memory import SampleMemory
+from ebmtrack.lite.onnx_session import Session
+from ebmtrack.lite.result import TrackResult, TrackStatus
+from ebmtrack.lite.torch_random import TorchGenerator
+
+__all__ = ["BOX_MODES", "BoxMode", "LiteTracker", "load"]
+
+
+@dataclass(frozen=True)
+class BoxMode:
+    """What one ``box_mode`` does.
+
+    Attributes:
+        scale_search: the classifier's scale search (regions cropped ``scale_factors`` wider)
+            sizes the box.
+        head: the box head refines the box from the classifier's position.
+        head_state: the head's box becomes the state (without a scale search and with a damped
+            size, ``size_update_rate`` < 1, the head's own box is reported); else it is only
+            reported for the frame.
+        gate: the head's box is taken only where the head predicts a gain of at least
+            ``box_accept_margin`` over the start box.
+    """
+
+    scale_search: bool
+    head: bool = False
+    head_state: bool = False
+    gate: bool = False
+
+
+BOX_MODES: dict[str, BoxMode] = {
+    "position": BoxMode(scale_search=False),
+    "scale": BoxMode(scale_search=True),
+    "refine": BoxMode(scale_search=False, head=True, head_state=True),
+    "gated": BoxMode(scale_search=True, head=True, head_state=True, gate=True),
+    "polished": BoxMode(scale_search=True, head=True),
+}
+
+# The parameters the runtime reads (the torch tracker's AtomParams fields); an export that
+# lacks one is refused.
+REQUIRED = (
+    "search_area_scale",
+    "search_size",
+    "score_upsample",
+    "train_skipping",
+    "memory_size",
+    "learning_rate",
+    "hard_negative_learning_rate",
+    "init_samples_minimum_weight",
+    "aug_relative_shift",
+    "aug_random_shift_factor",
+    "aug_blur_sigmas",
+    "aug_rotations",
+    "aug_flip",
+    "aug_dropout",
+    "target_not_found_threshold",
+    "distractor_threshold",
+    "hard_negative_threshold",
+    "target_neighborhood_scale",
+    "displacement_scale",
+    "update_scale_when_uncertain",
+    "size_update_rate",
+    "num_random_proposals",
+    "proposal_center_jitter",
+    "proposal_size_jitter",
+    "max_aspect_ratio",
+    "min_target_size",
+    "seed",
+    "projection_dim",
+    "filter_size",
+    "pelu_alpha",
+    "filter_reg",
+    "projection_reg",
+    "sigma_factor",
+    "init_gn_iters",
+    "init_cg_iters",
+    "update_cg_iters",
+    "box_mode",
+    "box_steps",
+    "box_step_length",
+    "box_top_k",
+    "box_accept_margin",
+    "scale_factors",
+    "scale_search_interval",
+)
+# Fixed by the exported graphs: an override is refused.
+FIXED = ("search_size", "backbone", "device", "precision", "projection_dim", "filter_size")
+BACKBONE_RUNTIMES = ("auto", "onnx", "onnx-int8")
+TRAINING_DTYPES = ("float32", "float64")
+
+
+@dataclass
+class Region:
+    """One search region: the (S, S, 3) crop, the frame -> crop ``matrix``, the ``scale`` in
+    crop px per frame px and its side ``factor``."""
+
+    patch: np.ndarray
+    matrix: np.ndarray
+    scale: float
+    factor: float = 1.0
+
+
+@dataclass
+class State:
+    """The target between frames: centre and size (frame px), the least size, frames seen, the
+    memory, the classifier's projection (D, C) and filter (D, k, k), the head's modulation."""
+
+    center: np.ndarray
+    size: np.ndarray
+    min_size: np.ndarray
+    frame_index: int
+    memory: SampleMemory
+    projection: np.ndarray
+    filter: np.ndarray
+    modulation: list[np.ndarray] | None = None
+
+    def box(self) -> np.ndarray:
+        return np.concatenate([self.center - self.size / 2, self.size])
+
+
+def _merge_options(export: Export, options: dict) -> dict:
+    """The export's parameters with ``options`` applied (ValueError naming a bad one)."""
+    params = dict(export.params)
+    missing = [name for name in REQUIRED if name not in params]
+    if missing:
+        raise ValueError(f"{export.folder}: params.json lacks {', '.join(missing)}")
+    for name, value in options.items():
+        if name in FIXED:
+            raise ValueError(
+                f"{name} is fixed by the exported graphs ({params.get(name)!r}): export again "
+                f"with --option {name}=..."
+            )
+        if name not in params:
+            valid = ", ".join(sorted(set(params) - set(FIXED)))
+            raise ValueError(f"unknown option {name!r}; valid: {valid}")
+        old = params[name]
+        value = tuple(value) if isinstance(value, list) else value
+        same_kind = (
+            (isinstance(old, bool) and isinstance(value, bool))
+            or (
+                isinstance(old, int | float)
+                and not isinstance(old, bool)
+                and isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and (isinstance(old, float) or isinstance(value, int))
+            )
+            or (isinstance(old, str) and isinstance(value, str))
+            or (isinstance(old, tuple) and isinstance(value, tuple))
+        )
+        if not same_kind:
+            raise ValueError(f"option {name} must be like {old!r}, got {value!r}")
+        params[name] = value
+    if params["box_mode"] not in BOX_MODES:
+        raise ValueError(
+            f"box_mode must be one of {', '.join(BOX_MODES)}, got {params['box_mode']!r}"
+        )
+    if BOX_MODES[params["box_mode"]].head and export.manifest.get("head") is None:
+        heads = ", ".join(name for name, mode in BOX_MODES.items() if not mode.head)
+        raise ValueError(
+            f"box_mode {params['box_mode']!r} needs a box head, and this export has none "
+            f"(its modes: {heads}): export a tracker with one (atom-polished, atom-iounet)"
+        )
+    if not (isinstance(params["seed"], int) and params["seed"] >= 0):
+        raise ValueError(f"seed must be an int >= 0, got {params['seed']!r}")
+    if params["memory_size"] <= num_augmented_crops(params) + params["aug_dropout"][0]:
+        raise ValueError(
+            f"memory_size must exceed the first-frame samples, got {params['memory_size']}"
+        )
+    return params
+
+
+class LiteTracker:
+    """A tracker loaded from an export (:func:`load`), with the torch trackers' interface:
+    ``initialize(frame, box)``, then ``track(frame)`` -> :class:`~ebmtrack.lite.result.
+    TrackResult` per frame. Frames are RGB uint8 (H, W, 3), or grayscale (H, W).
+
+    Attributes:
+        name: the exported tracker's name.
+        params: its parameters (options applied).
+        backbone_runtime: ``onnx`` (float32) or ``onnx-int8``.
+        last_timings: seconds of the last :meth:`track` call's phases (``crop``, ``backbone``,
+            ``classifier``, ``box``, ``update``, ``confidence``).
+    """
+
+    def __init__(
+        self,
+        export: Export,
+        threads: int = 1,
+        backbone_runtime: str = "auto",
+        training_dtype: str = "float32",
+        **options,
+    ) -> None:
+        manifest = export.manifest
+        if training_dtype not in TRAINING_DTYPES:
+            raise ValueError(
+                f"training_dtype must be one of {', '.join(TRAINING_DTYPES)}, "
+                f"got {training_dtype!r}"
+            )
+        self.training_dtype = np.dtype(training_dtype)
+        self.export = export
+        self.name = str(manifest.get("tracker", "lite"))
+        self.params = params = _merge_options(export, options)
+        self.mode = BOX_MODES[params["box_mode"]]
+        backbone = manifest["backbone"]
+        if backbone_runtime not in BACKBONE_RUNTIMES:
+            raise ValueError(
+                f"backbone_runtime must be one of {', '.join(BACKBONE_RUNTIMES)}, "
+                f"got {backbone_runtime!r}"
+            )
+        runtime = backbone["runtime"] if backbone_runtime == "auto" else backbone_runtime
+        if runtime not in backbone["files"]:
+            raise ValueError(
+                f"backbone_runtime {runtime!r}: this export has "
+                f"{', '.join(sorted(backbone['files']))} only"
+            )
+        self.backbone_runtime = runtime
+        self.layers = tuple(backbone["layers"])
+        self._backbone = Session(export.path(backbone["files"][runtime]), threads)
+        classifier = manifest["classifier"]
+        self.layer, self.stride = classifier["layer"], int(classifier["stride"])
+        self.channels = int(classifier["channels"])
+        self.map_size = math.ceil(params["search_size"] / self.stride)
+        self.settings = cls.ClassifierSettings(
+            params["pelu_alpha"], params["filter_reg"], params["projection_reg"]
+        )
+        self.head = _load_head(export, threads) if self.mode.head else None
+        calibrator = manifest.get("calibrator")
+        self.confidence = ConfidenceEstimator(
+            Calibrator(_calibrator_entry(export, calibrator)) if calibrator else None
+        )
+        self.factors = (1.0, *params["scale_factors"]) if self.mode.scale_search else (1.0,)
+        size = params["search_size"]
+        self._images = np.empty((len(self.factors), 3, size, size), dtype=np.float32)
+        # Images per backbone call: the first frame's crops go in batches of this many, so that
+        # ONNX Runtime's buffers stay those of a frame's search regions (a batch of 23 crops
+        # held about 400 MiB more at 288 px).
+        self.batch = max(len(self.factors), 3)
+        self.last_timings: dict[str, float] = {}
+        self._state: State | None = None
+
+    # ------------------------------------------------------------------ interface
+    def initialize(self, frame: np.ndarray, box) -> None:
+        """Learn the classifier (and the box head's modulation) from the augmented first frame."""
+        params = self.params
+        frame = as_rgb(frame)
+        box = clip_init_box(box, frame.shape, "init box")
+        rng = np.random.default_rng(params["seed"])
+        generator = TorchGenerator(params["seed"])
+        center, size = box[:2] + box[2:] / 2, box[2:].copy()
+        side = search_region_side(size, params["search_area_scale"])
+        crops, centers = augmented_crops(frame, tuple(center), side, params, rng)
+        feats = self._features(np.ascontiguousarray(crops.transpose(0, 3, 1, 2), np.float32))
+        samples = cls.normalize_features(feats[self.layer])
+        copies, probability = params["aug_dropout"]
+        if copies:
+            dropped = dropout_copies(samples[:1], copies, probability, generator)
+            samples = np.concatenate([samples, dropped])
+            centers = np.concatenate([centers, np.repeat(centers[:1], copies, axis=0)])
+        modulation = None
+        if self.head is not None:
+            crop_size = size * params["search_size"] / side
+            ref_box = np.concatenate([centers[0] - crop_size / 2, crop_size])
+            modulation = self.head.modulation({k: v[:1] for k, v in feats.items()}, ref_box)
+        labels = self._labels(centers)
+        weights = np.full(samples.shape[0], 1.0 / samples.shape[0], dtype=np.float32)
+        dim, k = params["projection_dim"], params["filter_size"]
+        projection = generator.randn(dim, self.channels) / np.float32(math.sqrt(self.channels))
+        filt = generator.randn(dim, k, k) / np.float32(dim * k * k)
+        wide = self.training_dtype
+        filt, projection, _ = cls.fit_classifier(
+            filt.astype(wide),
+            projection.astype(wide),
+            samples.astype(wide),
+            labels.astype(wide),
+            weights.astype(wide),
+            self.settings,
+            gn_iters=params["init_gn_iters"],
+            cg_iters=params["init_cg_iters"],
+        )
+        filt, projection = filt.astype(np.float32), projection.astype(np.float32)
+        memory = SampleMemory(
+            cls.project(samples, projection),
+            labels,
+            params["memory_size"],
+            params["init_samples_minimum_weight"],
+        )
+        self._state = State(
+            center=center,
+            size=size,
+            min_size=np.minimum(params["min_target_size"], size),
+            frame_index=1,
+            memory=memory,
+            projection=projection,
+            filter=filt,
+            modulation=modulation,
+        )
+        self._clamp(self._state, frame.shape)
+        self.confidence.reset()
+
+    def track(self, frame: np.ndarray) -> TrackResult:
+        """Locate the target in ``frame`` (any size, RGB or grayscale)."""
+        state = self._state
+        if state is None:
+            raise ValueError("track() called before initialize(frame, box)")
+        params, timings = self.params, {}
+        tic = time.perf_counter()
+        search = (state.frame_index - 1) % params["scale_search_interval"] == 0
+        factors = self.factors if search else (1.0,)
+        frame = as_rgb(frame)
+        self._clamp(state, frame.shape)
+        state.frame_index += 1
+        regions = self._crop(frame, state.center, state.size, factors)
+        tic = self._lap(timings, "crop", tic)
+        images = self._images[: len(regions)]
+        for slot, region in zip(images, regions, strict=True):
+            slot[...] = region.patch.transpose(2, 0, 1)
+        feats = self._features(images)
+        tic = self._lap(timings, "backbone", tic)
+        # score: the classifier on every region; the best region's peak localised.
+        projected = cls.project(cls.normalize_features(feats[self.layer]), state.projection)
+        scores = cls.filter_response(projected, state.filter)
+        peaks = scores.reshape(len(regions), -1).max(axis=1).tolist()
+        best, factor = best_scale(tuple(region.factor for region in regions), peaks)
+        region = regions[best]
+        target_crop = state.size * region.scale
+        found = self._localize(scores[best], target_crop)
+        tic = self._lap(timings, "classifier", tic)
+        status, reported = found.status, None
+        if status != TrackStatus.NOT_FOUND:
+            refine = status != TrackStatus.UNCERTAIN or params["update_scale_when_uncertain"]
+            position = np.asarray(found.position, dtype=np.float64)
+            region_feats = {layer: feats[layer][best : best + 1] for layer in self.layers}
+            reported = self._estimate(state, position, region, factor, region_feats, refine)
+            self._clamp(state, frame.shape)
+        tic = self._lap(timings, "box", tic)
+        if status in (TrackStatus.NORMAL, TrackStatus.HARD_NEGATIVE):
+            rate = (
+                params["hard_negative_learning_rate"]
+                if status == TrackStatus.HARD_NEGATIVE
+                else params["learning_rate"]
+            )
+            label = self._labels(apply_matrix(region.matrix, state.center)[None])[0]
+            state.memory.add(projected[best], label, rate)
+        if status == TrackStatus.HARD_NEGATIVE or (
+            (state.frame_index - 1) % params["train_skipping"] == 0
+        ):
+            wide = self.training_dtype
+            filt, _ = cls.update_filter(
+                state.filter.astype(wide),
+                *(array.astype(wide, copy=False) for array in state.memory.training_set()),
+                self.settings,
+                cg_iters=params["update_cg_iters"],
+            )
+            state.filter = filt.astype(np.float32)
+        tic = self._lap(timings, "update", tic)
+        confidence = self.confidence(
+            scores[best], found, params["search_size"], target_crop, peaks, math.nan
+        )
+        self._lap(timings, "confidence", tic)
+        self.last_timings = timings
+        box = state.box() if reported is None else reported
+        return TrackResult(box, found.score, status, confidence)
+
+    # ------------------------------------------------------------------ pieces
+    @staticmethod
+    def _lap(timings: dict, name: str, tic: float) -> float:
+        toc = time.perf_counter()
+        timings[name] = toc - tic
+        return toc
+
+    def _features(self, images: np.ndarray) -> dict[str, np.ndarray]:
+        """The backbone's layers of ``images`` (N, 3, S, S), in calls of at most ``batch``."""
+        name, outputs = self._backbone.inputs[0], self._backbone.outputs
+        parts = [
+            self._backbone({name: images[start : start + self.batch]})
+            for start in range(0, len(images), self.batch)
+        ]
+        return {
+            layer: parts[0][output]
+            if len(parts) == 1
+            else np.concatenate([part[output] for part in parts])
+            for layer, output in zip(self.layers, outputs, strict=True)
+        }
+
+    def _labels(self, centers_px: np.ndarray) -> np.ndarray:
+        params = self.params
+        sigma = params["sigma_factor"] * params["search_size"] / params["search_area_scale"]
+        centers = np.asarray(centers_px / self.stride, dtype=np.float32)
+        return cls.gaussian_labels(centers, sigma / self.stride, (self.map_size, self.map_size))
+
+    def _crop(self, frame, center, size, factors) -> list[Region]:
+        search_size = self.params["search_size"]
+        side = search_region_side(size, self.params["search_area_scale"])
+        specs = [CropSpec(tuple(center), side * factor) for factor in factors]
+        patches, matrices = crop_squares(frame, specs, search_size)
+        return [
+            Region(patch, matrix, search_size / spec.side, factor)
+            for patch, matrix, spec, factor in zip(patches, matrices, specs, factors, strict=True)
+        ]
+
+    def _localize(self, scores: np.ndarray, target_size: np.ndarray) -> Localization:
+        params = self.params
+        return localize(
+            upsample_scores(scores, params["score_upsample"]),
+            cell_px=self.stride / params["score_upsample"],
+            crop_size=params["search_size"],
+            target_size=tuple(target_size),
+            not_found_threshold=params["target_not_found_threshold"],
+            distractor_threshold=params["distractor_threshold"],
+            hard_negative_threshold=params["hard_negative_threshold"],
+            neighborhood_scale=params["target_neighborhood_scale"],
+            displacement_scale=params["displacement_scale"],
+        )
+
+    def _clamp(self, state: State, frame_shape) -> None:
+        state.center, state.size = clamp_target(
+            state.center, state.size, state.min_size, frame_shape
+        )
+
+    def _estimate(self, state, position, region, factor, feats, refine) -> np.ndarray | None:
+        """Move the state to this frame's box (the box mode's rules); returns the box to report
+        where it is not the state's."""
+        params, mode, scale = self.params, self.mode, region.scale
+        center_crop, reported = position, None
+        if factor != 1.0 and refine:
+            state.size = blend_size(state.size, state.size * factor, params["size_update_rate"])
+        inverse = invert_affine(region.matrix)
+        if mode.head and refine:
+            refined = self._refine(state, feats, center_crop, state.size * scale)
+            if refined is not None and (not mode.gate or refined[1] >= params["box_accept_margin"]):
+                box_crop = refined[0]
+                box_center = box_crop[:2] + box_crop[2:] / 2
+                rate = params["size_update_rate"]
+                if mode.head_state:
+                    center_crop = box_center
+                    state.size = blend_size(state.size, box_crop[2:] / scale, rate)
+                if not mode.head_state or (not mode.scale_search and rate != 1.0):
+                    # reported only, or (refine) the state's size damped: the head's own box
+                    size = box_crop[2:] / scale
+                    reported = np.concatenate([apply_matrix(inverse, box_center) - size / 2, size])
+        state.center = apply_matrix(inverse, center_crop)
+        return reported
+
+    def _refine(self, state, feats, center, size) -> tuple[np.ndarray, float] | None:
+        """The box head's ascent from the box at ``center``, ``size`` (crop px): the refined box
+        (xywh crop px) and the predicted gain of its best boxes over the start box; None where
+        no box keeps an allowed aspect ratio."""
+        params, head = self.params, self.head
+        box = np.array([*(center - size / 2), *size], dtype=np.float32)
+        generator = TorchGenerator(params["seed"] * 100_003 + state.frame_index)
+        proposals = jitter_proposals(
+            box,
+            params["num_random_proposals"],
+            params["proposal_center_jitter"],
+            params["proposal_size_jitter"],
+            generator,
+        )
+        test_features, offset = head.window(feats, proposals, 0.25 * float(size.max()))
+        boxes, ious, start = ascend_iou(
+            head.ascent(state.modulation, test_features),
+            proposals - offset,
+            params["box_steps"],
+            params["box_step_length"],
+        )
+        best = select_box(boxes + offset, ious, params["box_top_k"], params["max_aspect_ratio"])
+        if best is None:
+            return None
+        top = np.sort(ious)[::-1][: min(params["box_top_k"], len(ious))].mean(dtype=np.float32)
+        return best.astype(np.float64), float(top) - float(start[0])
+
+
+def _calibrator_entry(export: Export, name: str) -> dict:
+    import json
+
+    data = json.loads(export.path(name).read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{export.folder / name}: must hold a JSON object")
+    return data
+
+
+def _load_head(export: Export, threads: int) -> BoxHead:
+    head = export.manifest["head"]
+    files = head["files"]
+    with np.load(export.path(files["predictor"]), allow_pickle=False) as arrays:
+        names = (
+            "fine_weight",
+            "fine_bias",
+            "coarse_weight",
+            "coarse_bias",
+            "out_weight",
+            "out_bias",
+        )
+        missing = [name for name in names if name not in arrays]
+        if missing:
+            raise ValueError(f"{files['predictor']}: lacks {', '.join(missing)}")
+        a = {name: np.asarray(arrays[name], dtype=np.float32) for name in names}
+    for level in ("fine", "coarse"):
+        weight, bias = a[f"{level}_weight"], a[f"{level}_bias"]
+        if weight.ndim != 2 or bias.shape != (weight.shape[0],):
+            raise ValueError(
+                f"{files['predictor']}: {level} layer shapes {weight.shape}, {bias.shape}"
+            )
+    if a["out_weight"].shape != (a["fine_bias"].size + a["coarse_bias"].size,) or a[
+        "out_bias"
+    ].shape != (1,):
+        raise ValueError(f"{files['predictor']}: output layer shapes do not match")
+    predictor = Predictor(
+        (a["fine_weight"], a["coarse_weight"]),
+        (a["fine_bias"], a["coarse_bias"]),
+        a["out_weight"],
+        float(a["out_bias"][0]),
+    )
+    return BoxHead(
+        Session(export.path(files["reference"]), threads),
+        Session(export.path(files["modulation"]), threads),
+        Session(export.path(files["test"]), threads),
+        predictor,
+        head["layers"],
+        head["strides"],
+        head["pools"],
+    )
+
+
+def load(
+    folder: str | Path,
+    threads: int = 1,
+    backbone_runtime: str = "auto",
+    training_dtype: str = "float32",
+    **options,
+) -> LiteTracker:
+    """The tracker of an export folder, every file checked against its manifest.
+
+    Args:
+        folder: written by ``ebmtrack export``.
+        threads: ONNX Runtime's intra-op threads (0: one per core); NumPy's own matrix products
+            follow its BLAS settings (``OPENBLAS_NUM_THREADS``, set before the process starts).
+        backbone_runtime: ``auto`` (the exported tracker's: int8 where the torch tracker ran
+            int8), ``onnx`` (float32) or ``onnx-int8``.
+        training_dtype: of the classifier's Gauss-Newton / CG training: ``float32`` (the torch
+            tracker's) or ``float64`` (the problem's answer without float32's rounding, which
+            moves the torch tracker's own boxes by a few pixels; docs/results/runtime.md).
+        **options: parameters to override (``seed``, ``box_mode``, thresholds, ...); those the
+            graphs fix (``search_size``, ...) are refused.
+
+    Raises:
+        ValueError: not an export, a changed or missing file, a bad option (one line each).
+    """
+    return LiteTracker(read_export(folder), threads, backbone_runtime, training_dtype, **options)
