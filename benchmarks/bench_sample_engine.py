@@ -44,9 +44,11 @@ from ebmtrack.training.trainer import Trainer
 
 
 def _config(pack: str, loss: str, workers: int, batch: int):
+    """The preset's config for ``loss``; ``"mse windows"``: MSE with ``head_windows``."""
     config = preset_config("pack-stream")
     config.data.pack = pack
-    config.loss = BoxLossConfig(loss)
+    config.loss = BoxLossConfig(loss.split()[0])
+    config.head_windows = loss.endswith("windows")
     trainer = config.trainer
     trainer.batch_size, trainer.num_workers, trainer.progress = batch, workers, False
     trainer.epochs, trainer.val_every = 1, 0
@@ -70,10 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     module = config.build_module()
     train, _ = config.datasets(module, args.out, init_distributed("cpu"))
     samples = train.samples  # the processed pairs the stream wraps
-    modules = {
-        "mse": module.train(),
-        "nce+": _config(args.pack, "nce+", args.workers, args.batch).build_module().train(),
-    }
+    modules = {"mse": module.train()}
+    for loss in ("mse windows", "nce+"):
+        modules[loss] = _config(args.pack, loss, args.workers, args.batch).build_module().train()
     optimizers = {k: torch.optim.Adam(m.iou_net.parameters(), 1e-3) for k, m in modules.items()}
     batch = default_collate([train[i] for i in range(args.batch)])
     train[0], module.features(torch.zeros(1, 3, 288, 288))  # warm both backbone paths up
@@ -134,10 +135,18 @@ def main(argv: list[str] | None = None) -> int:
         "stream_vs_cached": {
             loss: round(
                 measured[f"trainer {loss}, {args.workers} worker(s)"]
-                / derived[f"cached loop {loss}, {args.visits} visits"],
+                / derived[f"cached loop {loss.split()[0]}, {args.visits} visits"],
                 2,
             )
             for loss in modules
+        },
+        "windows_vs_whole_maps, mse": {
+            "head step": round(per_pair["head step mse"] / per_pair["head step mse windows"], 2),
+            "trainer": round(
+                measured[f"trainer mse windows, {args.workers} worker(s)"]
+                / measured[f"trainer mse, {args.workers} worker(s)"],
+                2,
+            ),
         },
         "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
