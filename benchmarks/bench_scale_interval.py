@@ -21,7 +21,7 @@ from pathlib import Path
 
 from selection_sets import generated, pack_tracks, score_sets
 
-from ebmtrack.runtime import configure_threads
+from ebmtrack.process import configure_threads
 from ebmtrack.tracking.atom.factory import ATOM
 
 REPO = Path(__file__).resolve().parents[1]

@@ -32,7 +32,7 @@ from selection_sets import generated, pack_tracks
 from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.evaluation.runner import track_sequence
 from ebmtrack.ops.boxes import iou_xywh
-from ebmtrack.runtime import configure_threads
+from ebmtrack.process import configure_threads
 from ebmtrack.tracking.atom.factory import ATOM_POLISHED
 
 REPO = Path(__file__).resolve().parents[1]

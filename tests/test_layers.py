@@ -3,12 +3,12 @@
 Layers, each allowed to import only the ones below it (docs/architecture.md)::
 
     cli
-    studies
+    regression1d                     (the 1-D study of `ebmtrack regress1d`)
     evaluation, training
     api                              (ebmtrack.load_tracker)
     tracking, data
     models
-    ops, optim, ebm, runtime, values, weights
+    ops, optim, ebm, process, values, weights
 
 Inside ``tracking``, the shared modules import neither ``atom`` nor ``dimp``, and those two do not
 import each other. Imports inside functions count too: a lazy import is still a dependency.
@@ -29,7 +29,7 @@ RANKS = {
     "ops": 0,
     "optim": 0,
     "ebm": 0,
-    "runtime": 0,
+    "process": 0,
     "values": 0,
     "weights": 0,
     "models": 1,
@@ -38,7 +38,7 @@ RANKS = {
     "api": 3,
     "evaluation": 4,
     "training": 4,
-    "studies": 5,
+    "regression1d": 5,
     "cli": 6,
 }
 TRACKERS = ("atom", "dimp")  # the subpackages of tracking that hold one tracker each

@@ -227,16 +227,19 @@ def build_config(args: argparse.Namespace):
 def check_inputs(config, args: argparse.Namespace) -> None:
     """Refuse, in one line naming the flags, a config whose backbone weights or training data
     are missing: before anything is built or written."""
-    from ebmtrack.models.backbones.registry import FILE_BACKBONES, PACKAGED_WEIGHTS
+    from ebmtrack.models.backbones.registry import backbone_specs
     from ebmtrack.training.presets import DATA_ROOT_ENV
     from ebmtrack.training.sources import SOURCES
 
     needs = []
     backbone = config.backbone
-    if config.pretrained and config.backbone_weights is None and backbone not in PACKAGED_WEIGHTS:
+    spec = backbone_specs().get(backbone)
+    if spec is not None and config.pretrained and config.backbone_weights is None and not (
+        spec.weights
+    ):
         what = (
-            "NanoTrack v2's nanotrack_backbone_sim.onnx"
-            if backbone in FILE_BACKBONES
+            f"its {spec.weights_file}"
+            if spec.weights_file is not None
             else f"ImageNet weights, e.g. torchvision's {backbone}-*.pth; none ship"
         )
         needs.append(f"--backbone-weights FILE for backbone {backbone} ({what})")

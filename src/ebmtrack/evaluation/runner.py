@@ -51,7 +51,7 @@ from ebmtrack.evaluation.results import (
     write_trajectory_result,
 )
 from ebmtrack.evaluation.vot import track_supervised, trajectory_lines
-from ebmtrack.runtime import DEFAULT_THREADS, configure_threads
+from ebmtrack.process import DEFAULT_THREADS, configure_threads
 from ebmtrack.tracking.base import Tracker, TrackResult
 from ebmtrack.tracking.init_box import clip_init_box
 from ebmtrack.tracking.registry import TrackerFactory
@@ -192,7 +192,7 @@ def run_job(job: Job, out_dir: Path, on_frame: Callable[[int], None] | None = No
 
 
 def thread_budget(workers: int) -> int:
-    """Threads per worker: the trackers' default (:data:`~ebmtrack.runtime.
+    """Threads per worker: the trackers' default (:data:`~ebmtrack.process.
     DEFAULT_THREADS`, one: it holds its speed on a busy machine, where threads that wait for
     each other do not), fewer if the workers together would use more than the CPU cores we may
     run on. More workers, not more threads, use more cores."""

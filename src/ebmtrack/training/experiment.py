@@ -78,7 +78,7 @@ class Experiment(ABC):
         preset: the preset it started from (informational).
         model: the kind, fixed by the class and written to ``config.yaml`` so that
             :func:`experiment_from_dict` can rebuild the right class.
-        backbone: a name of :data:`ebmtrack.models.backbones.BACKBONES`.
+        backbone: a registered backbone (:func:`ebmtrack.models.backbones.backbone_names`).
         pretrained: load ImageNet weights (from ``backbone_weights``, or the packaged ones).
         backbone_weights: path of a torchvision-style checkpoint (needed for pretrained ResNets).
         data: the data source and its settings (:mod:`ebmtrack.training.sources`; default:
