@@ -4,7 +4,8 @@ import pytest
 
 from ebmtrack.api import load_tracker
 from ebmtrack.tracking.atom import AtomParams
-from ebmtrack.tracking.atom.factory import ATOM, ATOM_IOUNET, CLASSIFIER_ONLY, create_atom_tracker
+from ebmtrack.tracking.atom.factory import create_atom_tracker
+from ebmtrack.tracking.atom.variants import ATOM, ATOM_IOUNET, CLASSIFIER_ONLY
 from ebmtrack.tracking.registry import create_tracker, tracker_names
 from ebmtrack.values import OptionError
 from ebmtrack.weights import default_model, pack_box_head

@@ -15,9 +15,10 @@ from ebmtrack.training.checkpoint import (
     trainable_state_dict,
 )
 from ebmtrack.training.config import config_to_dict, read_config_file
-from ebmtrack.training.experiment import experiment_from_dict, load_experiment
+from ebmtrack.training.experiment import experiment_from_dict
 from ebmtrack.training.legacy import inferred_source, upgrade_config_dict
 from ebmtrack.training.presets import PRESETS, preset_config
+from ebmtrack.training.runs import load_experiment
 
 SAVED = Path(__file__).parent / "saved_configs"
 """Each preset's ``config.yaml`` as written before configs named their data source."""

@@ -10,8 +10,9 @@ from ebmtrack.training.config import (
     read_config_file,
     save_config,
 )
-from ebmtrack.training.experiment import DiMPExperiment, IoUNetExperiment, load_experiment
+from ebmtrack.training.experiment import DiMPExperiment, IoUNetExperiment
 from ebmtrack.training.presets import PRESETS, preset_config
+from ebmtrack.training.runs import load_experiment
 
 
 @pytest.mark.parametrize("suffix", [".yaml", ".json"])

@@ -9,26 +9,11 @@ from ebmtrack.models.backbones import create_backbone
 from ebmtrack.models.serialization import load_model
 from ebmtrack.tracking.atom.params import HEAD_MODES, AtomParams
 from ebmtrack.tracking.atom.tracker import AtomTracker
-from ebmtrack.tracking.atom.variants import (
-    ATOM,
-    ATOM_IOUNET,
-    ATOM_POLISHED,
-    CLASSIFIER_ONLY,
-    POLISHED,
-)
 from ebmtrack.tracking.calibrator import resolve_calibrator
 from ebmtrack.tracking.params import require_device
 from ebmtrack.weights import DEFAULT_TAG, shipped_file
 
-__all__ = [
-    "ATOM",
-    "ATOM_IOUNET",
-    "ATOM_POLISHED",
-    "CLASSIFIER_ONLY",
-    "POLISHED",
-    "build_atom",
-    "create_atom_tracker",
-]
+__all__ = ["build_atom", "create_atom_tracker"]
 
 def create_atom_tracker(
     weights: str | Path | None = None,
@@ -40,8 +25,8 @@ def create_atom_tracker(
 ) -> AtomTracker:
     """An :class:`AtomTracker` with an ImageNet backbone, built from :class:`AtomParams`.
 
-    The registered variants (:data:`ATOM`, :data:`ATOM_IOUNET`) call it with their parameter
-    sets, after their one check of the options (:meth:`~ebmtrack.tracking.registry.
+    The registered variants (:mod:`ebmtrack.tracking.atom.variants`) call it with their
+    parameter sets, after their one check of the options (:meth:`~ebmtrack.tracking.registry.
     TrackerVariant.check`: names, types, ranges, the backbone's name, weights where the box mode
     reads none); called directly, every parameter not given is :class:`AtomParams`' default and
     only the parameter dataclass checks its fields.

@@ -14,10 +14,9 @@ from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.tracking.atom.factory import build_atom
 from ebmtrack.tracking.atom.longterm_params import AtomLTParams
 from ebmtrack.tracking.atom.tracker import AtomTracker
-from ebmtrack.tracking.atom.variants import ATOM_LT, LONG_TERM
 from ebmtrack.tracking.longterm import LongTermMode
 
-__all__ = ["ATOM_LT", "LONG_TERM", "AtomLTTracker", "create_atom_lt_tracker"]
+__all__ = ["AtomLTTracker", "create_atom_lt_tracker"]
 
 
 class AtomLTTracker(AtomTracker):

@@ -14,10 +14,9 @@ from ebmtrack.models.serialization import load_model
 from ebmtrack.tracking.calibrator import resolve_calibrator
 from ebmtrack.tracking.dimp.params import DiMPParams
 from ebmtrack.tracking.dimp.tracker import DiMPTracker
-from ebmtrack.tracking.dimp.variants import DIMP_NCE_PLUS
 from ebmtrack.tracking.params import require_device
 
-__all__ = ["DIMP_NCE_PLUS", "create_dimp_tracker"]
+__all__ = ["create_dimp_tracker"]
 
 logger = logging.getLogger("ebmtrack")
 
