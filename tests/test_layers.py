@@ -131,6 +131,15 @@ def test_no_import_circle():
     assert not circles, "modules that import each other:\n" + "\n".join(map(str, circles))
 
 
+def test_no_module_is_over_500_lines():
+    long = {
+        str(path.relative_to(PACKAGE)): count
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > 500
+    }
+    assert not long, f"modules over 500 lines (split them by concern): {long}"
+
+
 def test_the_circle_check_finds_a_circle(monkeypatch):
     # A module that imported its importer would be found: the check reads the real graph.
     real = dependencies
