@@ -104,8 +104,9 @@ def test_registry_names_and_errors():
     with pytest.raises(ValueError, match="lower-case"):
         register_tracker("My Tracker", OpenCVTracker)
     register_tracker("kcf-copy", OpenCVTracker, replace=True)
-    lazy = TrackerVariant("ebmtrack.tracking.opencv:OpenCVTracker")  # imported on first use
-    register_tracker("lazy-peer", lazy)
+    lazy = register_tracker(  # imported on first use
+        "lazy-peer", TrackerVariant("ebmtrack.tracking.opencv:OpenCVTracker")
+    )
     try:
         assert create_tracker("kcf-copy", kind="kcf").name == "kcf"
         assert create_tracker("lazy-peer", kind="mil").name == "mil"

@@ -172,7 +172,8 @@ def test_a_variant_registered_in_one_place_is_a_tracker_everywhere(monkeypatch, 
     """The toy variant is registered here, in one statement: the name, one parameter set, its
     OpenCV-style class. Nothing else is edited, and every route builds it."""
     monkeypatch.setattr(registry, "TRACKERS", dict(registry.TRACKERS))
-    assert register_tracker("atom-toy", TOY) is TOY
+    toy = register_tracker("atom-toy", TOY)
+    assert toy.name == "atom-toy" and toy.params is TOY.params
     assert "atom-toy" in tracker_names() and "atom-toy" in trackers_of_kind(backbone=True)
     frames = _frames(4)
     box = np.array([40.0, 30, 24, 24])

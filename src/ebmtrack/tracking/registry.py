@@ -111,6 +111,7 @@ class TrackerVariant:
         more_options: options the factory takes through ``**kwargs`` besides those.
         kind: what kind of tracker it is (what it reads besides its parameters).
         opencv_class: the name of its OpenCV-style class (``ebmtrack.TrackerATOM``); empty: none.
+        name: its registered name (set by :func:`register_tracker`), for the errors.
     """
 
     factory: TrackerFactory | str
@@ -120,6 +121,7 @@ class TrackerVariant:
     more_options: tuple[str, ...] = ()
     kind: TrackerKind = TrackerKind()
     opencv_class: str = ""
+    name: str = ""
 
     @property
     def build_function(self) -> TrackerFactory:
@@ -144,7 +146,7 @@ class TrackerVariant:
         tracker it is not, for the options of a kind), its parameter dataclass's own checks of
         types, ranges and box modes, the backbone's name, box-head weights where the box mode
         reads none. Raises :class:`~ebmtrack.values.OptionError` naming the options at fault."""
-        name = name or "this tracker"
+        name = name or self.name or "tracker"
         params_type = self.parameters
         renamed = getattr(params_type, "renamed", None) or {}
         for key in options:
@@ -231,8 +233,9 @@ def _discover() -> None:
 
 
 def register_tracker(name: str, factory: TrackerFactory, replace: bool = False):
-    """Make ``factory(**options)`` available as tracker ``name``; returns ``factory`` (so that a
-    module can define and register a variant in one statement).
+    """Make ``factory(**options)`` available as tracker ``name``; returns what was registered
+    (a variant named ``name`` where ``factory`` is an unnamed one), so that a module can define
+    and register a variant in one statement.
 
     Raises ValueError if ``name`` is taken (unless ``replace``) or is not made of lower-case
     letters, digits, ``-``, ``_`` and ``+`` (names appear in file paths and comma-separated
@@ -245,6 +248,8 @@ def register_tracker(name: str, factory: TrackerFactory, replace: bool = False):
         )
     if name in TRACKERS and not replace:
         raise ValueError(f"tracker {name!r} is already registered")
+    if isinstance(factory, TrackerVariant) and not factory.name:
+        factory = dataclasses.replace(factory, name=name)
     TRACKERS[name] = factory
     return factory
 
