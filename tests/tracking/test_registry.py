@@ -139,6 +139,8 @@ def test_options_are_checked_once_by_the_variant_and_its_parameter_set(monkeypat
         OptionError, match="^tracker 'renamed-probe': option 'old_steps' was renamed 'steps'$"
     ):
         check_options("renamed-probe", {"old_steps": 2})
+    with pytest.raises(OptionError, match="'old_steps' was renamed 'steps'; 'old_scale' was"):
+        create_tracker("renamed-probe", old_steps=2, old_scale=0.5)
     check_options("renamed-probe", {"steps": 2})
     assert create_tracker("renamed-probe", steps=2) == {"steps": 2}
     with pytest.raises(OptionError, match="steps must be at least 1") as error:

@@ -149,11 +149,15 @@ class TrackerVariant:
         name = name or self.name or "tracker"
         params_type = self.parameters
         renamed = getattr(params_type, "renamed", None) or {}
-        for key in options:
-            if key in renamed:  # a new name, or what to use instead (the params class's words)
-                new = renamed[key]
-                hint = f"renamed {new!r}" if new.isidentifier() else f"renamed: use {new}"
-                raise OptionError(f"tracker {name!r}: option {key!r} was {hint}", key)
+        moved = [key for key in options if key in renamed]
+        if moved:  # a new name, or what to use instead (the params class's words)
+            said = [
+                f"{key!r} was renamed {renamed[key]!r}"
+                if renamed[key].isidentifier()
+                else f"{key!r} was renamed: use {renamed[key]}"
+                for key in moved
+            ]
+            raise OptionError(f"tracker {name!r}: option {'; '.join(said)}", *moved)
         valid = self.options()
         unknown = sorted(set(options) - valid)
         for key in unknown:
