@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ebmtrack.models.head import AtomIoUNet
+from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.tracking.iou_gradient import IoUGradient
 
 __all__ = ["ascend_iou"]
