@@ -58,7 +58,7 @@ def test_each_source_has_its_own_settings_and_a_config_holds_only_its_sources():
     [
         (None, "config.data.source is missing; name where the training data comes from: "),
         ({"synthetic_sequences": 5}, "config.data.source is missing; name where the training"),
-        ({"source": "folders"}, "data.source must be one of datasets, synthetic, folder, pack, "),
+        ({"source": "folders"}, "data.source must be one of datasets, folder, pack, synthetic, "),
     ],
 )
 def test_a_config_naming_no_source_or_an_unknown_one_is_refused(data, message):

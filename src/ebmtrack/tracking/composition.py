@@ -330,7 +330,8 @@ class SearchRegionTracker:
         timings["crop"], tic = toc - tic, toc
         feats = self.search.features([region for own in regions for region in own])
         timings["backbone"] = time.perf_counter() - tic
-        parts = split_features(feats, [len(own) for own in regions])
+        # One target reads the whole batch (no slicing); several, their own rows each.
+        parts = [feats] if len(regions) == 1 else split_features(feats, [len(r) for r in regions])
         results = []
         for state, own, part, mine in zip(states, regions, parts, taken, strict=True):
             if mine:
