@@ -41,7 +41,7 @@ from ebmtrack.models.atom_classifier import update_filter
 from ebmtrack.models.backbones import create_backbone
 from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
 from ebmtrack.tracking.atom import AtomParams, AtomTracker
-from ebmtrack.tracking.atom.factory import CLASSIFIER_ONLY
+from ebmtrack.tracking.atom.variants import CLASSIFIER_ONLY
 
 REPO = Path(__file__).resolve().parents[1]
 STAGES = ("crop", "backbone", "classifier", "box", "update")  # box: the IoU refinement

@@ -34,9 +34,9 @@ from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.evaluation.runner import track_sequence
 from ebmtrack.ops.boxes import iou_xywh, perturb_boxes
 from ebmtrack.ops.crop import apply_matrix, box_to_crop, crop_square
-from ebmtrack.runtime import configure_threads
-from ebmtrack.tracking.atom.factory import ATOM, ATOM_POLISHED
+from ebmtrack.process import configure_threads
 from ebmtrack.tracking.atom.params import AtomParams
+from ebmtrack.tracking.atom.variants import ATOM, ATOM_POLISHED
 from ebmtrack.training.box_regression import proposal_ranking_stats
 from ebmtrack.training.sources.pack import CLIP_HOLDOUT, PACK_HOLDOUT
 

@@ -23,8 +23,8 @@ from selection_sets import generated, pack_tracks, score_sets
 
 from ebmtrack.models.backbones import OnnxBackbone
 from ebmtrack.models.backbones.int8 import load_ranges
-from ebmtrack.runtime import configure_threads
-from ebmtrack.tracking.atom.factory import ATOM
+from ebmtrack.process import configure_threads
+from ebmtrack.tracking.atom.variants import ATOM
 
 REPO = Path(__file__).resolve().parents[1]
 

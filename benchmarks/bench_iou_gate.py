@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 from selection_sets import generated, pack_tracks, score_sets
 
-from ebmtrack.runtime import configure_threads
-from ebmtrack.tracking.atom.factory import ATOM, ATOM_IOUNET, CLASSIFIER_ONLY
+from ebmtrack.process import configure_threads
+from ebmtrack.tracking.atom.variants import ATOM, ATOM_IOUNET, CLASSIFIER_ONLY
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 
 from ebmtrack.data.datasets.folder import load_folder
-from ebmtrack.runtime import configure_threads
+from ebmtrack.process import configure_threads
 from ebmtrack.tracking.registry import create_tracker
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,10 +21,10 @@ import torch
 from torch import nn
 
 from ebmtrack.ebm import get_loss
-from ebmtrack.runtime import retain_freed_memory
-from ebmtrack.studies.regression1d.data import NUM_TRAIN, sample_dataset
-from ebmtrack.studies.regression1d.methods import METHODS, PAPER_TABLE1, parse_methods
-from ebmtrack.studies.regression1d.model import Regression1dEnergy
+from ebmtrack.process import retain_freed_memory
+from ebmtrack.regression1d.data import NUM_TRAIN, sample_dataset
+from ebmtrack.regression1d.methods import METHODS, PAPER_TABLE1, parse_methods
+from ebmtrack.regression1d.model import Regression1dEnergy
 
 BATCH = 32
 

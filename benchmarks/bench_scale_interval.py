@@ -21,8 +21,8 @@ from pathlib import Path
 
 from selection_sets import generated, pack_tracks, score_sets
 
-from ebmtrack.runtime import configure_threads
-from ebmtrack.tracking.atom.factory import ATOM
+from ebmtrack.process import configure_threads
+from ebmtrack.tracking.atom.variants import ATOM
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from selection_sets import pack_clips, pack_tracks, score_sets_by
 
-from ebmtrack.runtime import configure_threads
+from ebmtrack.process import configure_threads
 from ebmtrack.tracking.atom.factory import ATOM, ATOM_IOUNET
 
 REPO = Path(__file__).resolve().parents[1]

@@ -32,8 +32,8 @@ from selection_sets import generated, pack_tracks
 from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.evaluation.runner import track_sequence
 from ebmtrack.ops.boxes import iou_xywh
-from ebmtrack.runtime import configure_threads
-from ebmtrack.tracking.atom.factory import ATOM_POLISHED
+from ebmtrack.process import configure_threads
+from ebmtrack.tracking.atom.variants import ATOM_POLISHED
 
 REPO = Path(__file__).resolve().parents[1]
 MARGINS = (0.0, 0.05, 0.1, 0.2)

@@ -33,7 +33,7 @@ import numpy as np
 from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequence
 from ebmtrack.evaluation.calibration import IOU_RIGHT, calibration_summary, frame_ious
-from ebmtrack.runtime import configure_threads
+from ebmtrack.process import configure_threads
 from ebmtrack.tracking.calibrator import Calibrator, fit_calibrator, save_calibrators
 from ebmtrack.tracking.confidence import DIRECTIONS, FEATURES, feature_matrix
 from ebmtrack.tracking.init_box import clip_init_box

@@ -82,9 +82,9 @@ VALIDATION_RATES = (0.2, 0.5, 1.0)
 def level_config(level: str, loss: str, out: Path, pack: str | None = None) -> IoUNetExperiment:
     """The ``pack-cpu`` config of one slice and loss, with the slice's shared feature cache."""
     config = preset_config(PRESET)
-    data = replace(config.data, **LEVELS[level].data)
+    data = config.data.replace(**LEVELS[level].data)
     if pack is not None:
-        data = replace(data, pack=pack)
+        data = data.replace(pack=pack)
     cache = replace(
         config.feature_cache, folder=str(out / f"features-{level}"), train_pairs=LEVELS[level].pairs
     )

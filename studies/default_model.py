@@ -192,9 +192,8 @@ def ship_weights(out: str | Path, dest: str | Path) -> dict:
 
     Refuses (ValueError) when no head refines better than the untrained one.
     """
-    from ebmtrack.models.backbones import create_backbone
+    from ebmtrack.models.backbones import backbone_spec, create_backbone
     from ebmtrack.models.backbones.mobilenetv2 import MobileNetV2, convert_legacy_keys
-    from ebmtrack.models.backbones.registry import PACKAGED_WEIGHTS
     from ebmtrack.models.backbones.weights import (
         file_sha256,
         load_backbone_weights,
@@ -213,7 +212,7 @@ def ship_weights(out: str | Path, dest: str | Path) -> dict:
     head_file = out / row["head"] / IoUNetExperiment.model_file
     load_model(head_file, expected="AtomIoUNet")  # checked, then copied byte for byte
     shutil.copyfile(head_file, dest / SHIPPED_HEAD)
-    source = PACKAGED_WEIGHTS["mobilenetv2"]
+    source = backbone_spec("mobilenetv2").weights
     state = convert_legacy_keys(read_state_dict(source.locate()), MobileNetV2())
     # Every value exact (float32), in 7.4 instead of 8.6 MiB (ebmtrack.weights.packed), so that
     # every install route tracks with the same weights.

@@ -35,7 +35,7 @@ from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.data.splice import splice_set
 from ebmtrack.evaluation.longterm import LongTermRun, score_long_term, track_long_term
 from ebmtrack.evaluation.scoring import average, score_run
-from ebmtrack.runtime import configure_threads
+from ebmtrack.process import configure_threads
 from ebmtrack.tracking.registry import create_tracker
 
 SETS = ("test", "train", "ordinary")

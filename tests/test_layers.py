@@ -3,16 +3,18 @@
 Layers, each allowed to import only the ones below it (docs/architecture.md)::
 
     cli
-    studies
+    regression1d                     (the 1-D study of `ebmtrack regress1d`)
     evaluation, training, export
     api                              (ebmtrack.load_tracker)
     tracking, data
     models
-    ops, optim, ebm, runtime, values, weights
+    ops, optim, ebm, process, values, weights
     lite                             (the torch-free runtime: imports no other ebmtrack package)
 
 Inside ``tracking``, the shared modules import neither ``atom`` nor ``dimp``, and those two do not
-import each other. Imports inside functions count too: a lazy import is still a dependency.
+import each other. Imports inside functions count too: a lazy import is still a dependency. No
+module depends on itself through others (:func:`test_no_import_circle`), counting imports inside
+functions and ``"module:attribute"`` references (the registry's lazy factories) too.
 """
 
 import ast
@@ -31,7 +33,7 @@ RANKS = {
     "ops": 0,
     "optim": 0,
     "ebm": 0,
-    "runtime": 0,
+    "process": 0,
     "values": 0,
     "weights": 0,
     "models": 1,
@@ -41,7 +43,7 @@ RANKS = {
     "evaluation": 4,
     "training": 4,
     "export": 4,
-    "studies": 5,
+    "regression1d": 5,
     "cli": 6,
 }
 TRACKERS = ("atom", "dimp")  # the subpackages of tracking that hold one tracker each
@@ -75,6 +77,86 @@ def imported_modules(name: str) -> set[str]:
             found.add(module)
             found.update(f"{module}.{alias.name}" for alias in node.names)
     return {m for m in found if m.startswith("ebmtrack.")}
+
+
+def dependencies(name: str) -> set[str]:
+    """The ebmtrack modules that module ``name`` depends on: every import in its code (inside
+    functions and ``TYPE_CHECKING`` blocks too), a name imported from a package counted as the
+    package (or as its submodule where it is one), and every ``"ebmtrack.x.y:attribute"``
+    string (a reference imported when used)."""
+    modules = set(module_names())
+    found = {m for m in imported_modules(name) if m in modules}
+    path = PACKAGE.joinpath(*name.split(".")[1:])
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            module, colon, attr = node.value.partition(":")
+            if colon and attr.isidentifier() and module in modules:
+                found.add(module)
+    found.discard(name)
+    return found
+
+
+def import_circles() -> list[list[str]]:
+    """Every strongly connected group of two or more modules of :func:`dependencies` (Tarjan)."""
+    graph = {name: dependencies(name) for name in module_names()}
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_no_import_circle():
+    circles = import_circles()
+    assert not circles, "modules that import each other:\n" + "\n".join(map(str, circles))
+
+
+def test_no_module_is_over_500_lines():
+    long = {
+        str(path.relative_to(PACKAGE)): count
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > 500
+    }
+    assert not long, f"modules over 500 lines (split them by concern): {long}"
+
+
+def test_the_circle_check_finds_a_circle(monkeypatch):
+    # A module that imported its importer would be found: the check reads the real graph.
+    real = dependencies
+
+    def with_circle(name):
+        found = real(name)
+        if name == "ebmtrack.ops.boxes":
+            found.add("ebmtrack.tracking.base")
+        if name == "ebmtrack.tracking.base":
+            found.add("ebmtrack.ops.boxes")
+        return found
+
+    monkeypatch.setitem(globals(), "dependencies", with_circle)
+    assert ["ebmtrack.ops.boxes", "ebmtrack.tracking.base"] in import_circles()
 
 
 def _layer(module: str) -> str | None:

@@ -2,16 +2,7 @@
 
 __version__ = "0.1.0"
 
-# OpenCV-style trackers (ebmtrack.TrackerATOM.create(), init, update): tracking/cv_style.py.
-OPENCV_STYLE = (
-    "TrackerATOM",
-    "TrackerATOMIoUNet",
-    "TrackerATOMPolished",
-    "TrackerATOMLT",
-    "TrackerDiMPNCEPlus",
-)
-
-__all__ = ["__version__", "load_multi_tracker", "load_tracker", *OPENCV_STYLE]
+__all__ = ["__version__", "load_multi_tracker", "load_tracker"]
 
 
 def __getattr__(name: str):
@@ -20,8 +11,18 @@ def __getattr__(name: str):
         from ebmtrack import api
 
         return getattr(api, name)
-    if name in OPENCV_STYLE:
-        from ebmtrack.tracking.cv_style import OPENCV_STYLE as classes
+    if name.startswith("Tracker"):
+        # OpenCV-style trackers (ebmtrack.TrackerATOM.create(), init, update), one per variant
+        # that names its class where it is registered: tracking/cv_style.py.
+        from ebmtrack.tracking.cv_style import opencv_style_classes
 
-        return classes[name]
+        classes = opencv_style_classes()
+        if name in classes:
+            return classes[name]
     raise AttributeError(f"module 'ebmtrack' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    from ebmtrack.tracking.cv_style import opencv_style_classes
+
+    return sorted([*globals(), "load_multi_tracker", "load_tracker", *opencv_style_classes()])

@@ -23,7 +23,7 @@ def load_tracker(name: str = "atom", threads: int | None = None, **options) -> T
             lists what each is) or one of OpenCV's (``csrt``, ``kcf``, ``nanotrack``, ...).
         threads: CPU threads of this process's trackers (torch, ONNX Runtime, OpenCV): default
             one, which holds its speed on a busy machine; ``0``: a thread per core
-            (:func:`ebmtrack.runtime.configure_threads`, process-wide). Not a tracker option.
+            (:func:`ebmtrack.process.configure_threads`, process-wide). Not a tracker option.
         **options: the tracker's options, which override its parameter set: for ours the
             fields of its parameter dataclass (``AtomParams``, ``DiMPParams``: ``search_size``,
             ``device``, ...) and its files (``weights``, ``backbone``, ``backbone_weights``;
@@ -35,7 +35,7 @@ def load_tracker(name: str = "atom", threads: int | None = None, **options) -> T
             OptionError`, naming the valid ones; checked once, by the registry), or weights
             that do not match.
     """
-    from ebmtrack.runtime import configure_threads
+    from ebmtrack.process import configure_threads
     from ebmtrack.tracking.registry import create_tracker
 
     configure_threads(threads)
@@ -54,7 +54,7 @@ def load_multi_tracker(name: str = "atom", threads: int | None = None, **options
     targets; each target keeps its own classifier and box. OpenCV's trackers run one instance
     per target. Frames are RGB, as for :func:`load_tracker`.
     """
-    from ebmtrack.runtime import configure_threads
+    from ebmtrack.process import configure_threads
     from ebmtrack.tracking.multi import MultiTargetTracker
     from ebmtrack.tracking.registry import create_tracker
 

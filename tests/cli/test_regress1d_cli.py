@@ -2,9 +2,9 @@
 
 import pytest
 
-import ebmtrack.studies.regression1d as regression1d
+import ebmtrack.regression1d as regression1d
 from ebmtrack.cli.main import main
-from ebmtrack.studies.regression1d import StudyConfig, planned_runs
+from ebmtrack.regression1d import StudyConfig, planned_runs
 
 
 class _Stop(Exception):

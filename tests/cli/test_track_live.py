@@ -16,7 +16,7 @@ from PIL import Image
 
 from ebmtrack.cli import window
 from ebmtrack.cli.main import main
-from ebmtrack.data import sources
+from ebmtrack.data import streams
 
 INIT = "15,20,20,20"  # the first box of generated_sequences
 
@@ -85,7 +85,7 @@ def test_camera_until_ctrl_c_completes_the_boxes_file(sequence, tmp_path, monkey
         raise KeyboardInterrupt
 
     capture = FakeCapture(frames_of(sequence), then=ctrl_c)
-    monkeypatch.setattr(sources, "_open_capture", lambda target: capture)
+    monkeypatch.setattr(streams, "_open_capture", lambda target: capture)
     code, _, err = run("0", "--init", INIT, "--out", out)
     assert code == 0, err
     assert seen == [6] and capture.released
@@ -295,7 +295,7 @@ def test_live_sigterm_completes_an_error_keeps_the_partial(sequence, tmp_path, m
         raise Terminated
 
     frames = frames_of(sequence)
-    monkeypatch.setattr(sources, "_open_capture", lambda t: FakeCapture(frames, sigterm))
+    monkeypatch.setattr(streams, "_open_capture", lambda t: FakeCapture(frames, sigterm))
     code, _, err = run("1", "--init", INIT, "--out", out)
     assert code == 0 and err.strip().endswith("stopped by SIGTERM")
     assert len(out.read_text().splitlines()) == 1 + 6
@@ -303,7 +303,7 @@ def test_live_sigterm_completes_an_error_keeps_the_partial(sequence, tmp_path, m
     def broken():
         raise ValueError("the camera went away")
 
-    monkeypatch.setattr(sources, "_open_capture", lambda t: FakeCapture(frames, broken))
+    monkeypatch.setattr(streams, "_open_capture", lambda t: FakeCapture(frames, broken))
     code, _, err = run("1", "--init", INIT, "--out", tmp_path / "second.csv")
     assert code == 2
     assert f"the camera went away; 6 boxes written to {tmp_path / 'second.csv.partial'}" in err

@@ -86,7 +86,7 @@ def test_the_same_options_are_refused_with_the_same_message(
 
 
 def test_weights_are_refused_where_they_mean_nothing(dataset, tmp_path, capsys):
-    weights = str(default_model().iou_net)
+    weights = str(default_model().box_head)
     with pytest.raises(ValueError, match="with box_mode='scale' reads no box-head") as error:
         ebmtrack.load_tracker("atom", weights=weights)
     # The error names the options it concerns, so every command names the flag behind them.

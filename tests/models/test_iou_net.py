@@ -47,7 +47,45 @@ def test_shapes_and_nonnegative_modulation():
     proposals = torch.rand(2, 7, 4) * 30 + torch.tensor([0.0, 0.0, 8.0, 8.0])
     iou = net(ref, test, ref_boxes, proposals)
     assert iou.shape == (2, 7)
-    torch.testing.assert_close(iou, net.predict_iou(modulation, net.test_features(test), proposals))
+
+
+def test_each_sample_and_each_proposal_is_predicted_on_its_own():
+    """A batch gives each sample what it gets alone (its own reference and test features: the
+    pooling reads the right batch row), and a proposal's IoU does not depend on the others."""
+    net = _net()
+    ref, test = _features(), _features(seed=2)
+    ref_boxes = torch.tensor([[20.0, 18.0, 24.0, 20.0], [10.0, 12.0, 30.0, 28.0]])
+    proposals = torch.rand(2, 7, 4, generator=torch.Generator().manual_seed(4)) * 30
+    proposals[..., 2:] += 8.0
+    together = net(ref, test, ref_boxes, proposals)
+    for b in range(2):
+        alone = net([f[b : b + 1] for f in ref], [f[b : b + 1] for f in test],
+                    ref_boxes[b : b + 1], proposals[b : b + 1])  # fmt: skip
+        torch.testing.assert_close(alone[0], together[b], rtol=1e-5, atol=1e-6)
+    order = torch.tensor([6, 2, 0, 5, 1, 3, 4])
+    shuffled = net(ref, test, ref_boxes, proposals[:, order])
+    torch.testing.assert_close(shuffled, together[:, order], rtol=1e-5, atol=1e-6)
+    first = net(ref, test, ref_boxes, proposals[:, :1])
+    torch.testing.assert_close(first[:, 0], together[:, 0], rtol=1e-5, atol=1e-6)
+    # The two samples differ (else the checks above would hold for a net that ignores them).
+    assert not torch.allclose(together[0], together[1])
+
+
+def test_a_proposal_reads_the_test_features_around_it_only():
+    """Changing the test features far from a proposal (beyond its pooling window and the test
+    branch's 3x3 convolutions) leaves its IoU as it was; changing them under it does not."""
+    net = _net()
+    ref, test = _features(batch=1, size=128), _features(batch=1, size=128, seed=5)
+    ref_box = torch.tensor([[40.0, 40.0, 32.0, 32.0]])
+    proposal = torch.tensor([[[4.0, 4.0, 20.0, 20.0]]])  # the top-left corner
+    before = net(ref, test, ref_box, proposal)
+    far = [f.clone() for f in test]
+    far[0][..., 12:, 12:] += 5.0  # stride 8: pixels >= 96
+    far[1][..., 6:, 6:] += 5.0  # stride 16: pixels >= 96
+    torch.testing.assert_close(net(ref, far, ref_box, proposal), before, rtol=0, atol=1e-6)
+    near = [f.clone() for f in test]
+    near[0][..., :3, :3] += 5.0
+    assert not torch.allclose(net(ref, near, ref_box, proposal), before, atol=1e-4)
 
 
 def test_prediction_is_differentiable_in_the_boxes():

@@ -4,7 +4,8 @@ import pytest
 
 from ebmtrack.api import load_tracker
 from ebmtrack.tracking.atom import AtomParams
-from ebmtrack.tracking.atom.factory import ATOM, ATOM_IOUNET, CLASSIFIER_ONLY, create_atom_tracker
+from ebmtrack.tracking.atom.factory import create_atom_tracker
+from ebmtrack.tracking.atom.variants import ATOM, ATOM_IOUNET, CLASSIFIER_ONLY
 from ebmtrack.tracking.registry import create_tracker, tracker_names
 from ebmtrack.values import OptionError
 from ebmtrack.weights import default_model, pack_box_head
@@ -26,7 +27,7 @@ def test_atom_iounet_sizes_the_box_with_the_shipped_iou_net():
     tracker = create_tracker("atom-iounet", search_size=96)
     assert tracker.box_head is not None and tracker.params.box_mode == "refine"
     assert tracker.box_estimator.slots == 1 and tracker.params.size_update_rate == 1.0
-    given = create_tracker("atom-iounet", weights=default_model().iou_net, search_size=96)
+    given = create_tracker("atom-iounet", weights=default_model().box_head, search_size=96)
     assert given.box_head is not None
 
 
@@ -69,14 +70,14 @@ def test_weights_without_an_iou_net_are_refused():
     for mode in ("scale", "position"):  # the box modes without an IoU-Net
         said = f"tracker 'atom' with box_mode={mode!r} reads no box-head weights"
         with pytest.raises(OptionError, match=said) as error:
-            create_tracker("atom", box_mode=mode, weights=default_model().iou_net, search_size=96)
+            create_tracker("atom", box_mode=mode, weights=default_model().box_head, search_size=96)
         assert error.value.options == ("weights", "box_mode")
     with pytest.raises(ValueError, match="no box-head weights ship for backbone 'resnet18'"):
         create_tracker("atom-iounet", backbone="resnet18")
 
 
 def test_variants_share_the_factory_and_differ_in_their_parameter_sets():
-    assert ATOM.factory is ATOM_IOUNET.factory is create_atom_tracker
+    assert ATOM.build_function is ATOM_IOUNET.build_function is create_atom_tracker
     assert ATOM.params["box_mode"] == "scale" and ATOM_IOUNET.params["box_mode"] == "refine"
 
 

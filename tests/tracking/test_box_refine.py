@@ -10,7 +10,7 @@ from ebmtrack.tracking.atom.refine import ascend_iou
 from ebmtrack.tracking.box_refine import (
     blend_size,
     feature_window,
-    fold_iou_net,
+    fold_box_head,
     jitter_proposals,
     select_box,
 )
@@ -72,7 +72,7 @@ def test_folded_iou_net_gives_the_same_features_ious_and_gradients(net_and_featu
             module.running_mean.normal_(0.0, 0.5, generator=gen)
             module.running_var.uniform_(0.5, 2.0, generator=gen)
             module.bias.normal_(0.0, 0.2, generator=gen)
-    folded = fold_iou_net(trained)
+    folded = fold_box_head(trained)
     assert not any(
         isinstance(m, torch.nn.BatchNorm2d | torch.nn.BatchNorm1d) for m in folded.modules()
     )
@@ -95,7 +95,7 @@ def test_folded_iou_net_gives_the_same_features_ious_and_gradients(net_and_featu
 
 def test_closed_form_iou_gradient_equals_autograd(net_and_features):
     net, feats, modulation = net_and_features
-    folded = fold_iou_net(net)
+    folded = fold_box_head(net)
     # A non-square map, so that the x and y axes cannot be swapped unnoticed.
     feats = [feats[0][..., :14], feats[1][..., :7]]
     modulated = folded.modulate(modulation, folded.test_features(feats))
@@ -112,7 +112,7 @@ def test_closed_form_iou_gradient_equals_autograd(net_and_features):
     torch.testing.assert_close(ious, expected.detach(), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(grad, expected_grad, rtol=1e-4, atol=1e-7)
     assert grad[:12].abs().min() > 0 and (grad[-2:-1] == 0).all()
-    with pytest.raises(ValueError, match="fold_iou_net"):
+    with pytest.raises(ValueError, match="fold_box_head"):
         IoUGradient(net, modulated)
     # The ascent takes the same steps either way.
     test = folded.test_features(feats)

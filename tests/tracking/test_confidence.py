@@ -9,10 +9,10 @@ from ebmtrack.tracking.atom import AtomParams, AtomTracker
 from ebmtrack.tracking.base import (
     LOST_BELOW,
     TRACKED_FROM,
-    TargetState,
+    TargetPresence,
     TrackResult,
     TrackStatus,
-    target_state,
+    target_presence,
 )
 from ebmtrack.tracking.confidence import FEATURES, ConfidenceEstimator, frame_features
 from ebmtrack.tracking.localize import Localization, localize
@@ -80,12 +80,12 @@ def test_estimator_tracks_the_peak_level_and_needs_a_calibrator():
 
 
 def test_target_state_thresholds():
-    assert target_state(TRACKED_FROM) == TargetState.TRACKED
-    assert target_state(LOST_BELOW) == TargetState.UNCERTAIN
-    assert target_state(np.nextafter(LOST_BELOW, 0)) == TargetState.LOST
-    assert target_state(math.nan) == TargetState.UNKNOWN
-    assert TrackResult(np.zeros(4), confidence=0.1).target == TargetState.LOST
-    assert TrackResult(np.zeros(4)).target == TargetState.UNKNOWN
+    assert target_presence(TRACKED_FROM) == TargetPresence.TRACKED
+    assert target_presence(LOST_BELOW) == TargetPresence.UNCERTAIN
+    assert target_presence(np.nextafter(LOST_BELOW, 0)) == TargetPresence.LOST
+    assert target_presence(math.nan) == TargetPresence.UNKNOWN
+    assert TrackResult(np.zeros(4), confidence=0.1).target == TargetPresence.LOST
+    assert TrackResult(np.zeros(4)).target == TargetPresence.UNKNOWN
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import ebmtrack
 from ebmtrack.models.backbones import create_backbone
 from ebmtrack.tracking.atom import AtomParams, AtomTracker
 from ebmtrack.tracking.base import TrackResult, TrackStatus
-from ebmtrack.tracking.cv_style import OPENCV_STYLE, OpenCVStyleTracker
+from ebmtrack.tracking.cv_style import OpenCVStyleTracker, opencv_style_classes
 from ebmtrack.tracking.registry import tracker_names
 
 PARAMS = AtomParams(search_size=96, precision="float32", backbone_runtime="torch", box_mode="scale")
@@ -81,11 +81,14 @@ def test_color_rgb_passes_frames_as_they_are():
 
 
 def test_one_class_per_tracker_of_ours():
-    names = {cls.tracker_name for cls in OPENCV_STYLE.values()}
+    classes = opencv_style_classes()
+    names = {cls.tracker_name for cls in classes.values()}
     ours = {name for name in tracker_names() if name.startswith(("atom", "dimp"))}
     assert names == ours
-    assert set(OPENCV_STYLE) == set(ebmtrack.OPENCV_STYLE)
-    assert ebmtrack.TrackerATOM is OPENCV_STYLE["TrackerATOM"]
+    assert set(classes) <= set(dir(ebmtrack))
+    assert ebmtrack.TrackerATOM is classes["TrackerATOM"] is opencv_style_classes()["TrackerATOM"]
+    with pytest.raises(AttributeError, match="no attribute 'TrackerNone'"):
+        ebmtrack.TrackerNone  # noqa: B018
     assert issubclass(ebmtrack.TrackerDiMPNCEPlus, OpenCVStyleTracker)
 
 

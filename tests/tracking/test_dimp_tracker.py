@@ -20,7 +20,7 @@ from ebmtrack.models.serialization import load_model
 from ebmtrack.ops.boxes import box_convert, iou_xywh
 from ebmtrack.ops.crop import box_to_crop, crop_square
 from ebmtrack.tracking.base import Tracker, TrackStatus
-from ebmtrack.tracking.box_refine import fold_iou_net
+from ebmtrack.tracking.box_refine import fold_box_head
 from ebmtrack.tracking.composition import build_box_estimator
 from ebmtrack.tracking.dimp import DiMPParams, DiMPTracker
 from ebmtrack.tracking.dimp.box import BOX_ESTIMATORS
@@ -114,7 +114,7 @@ def frame_energy(imagenet_backbone, box_head):
 
 def test_closed_form_energy_equals_autograd_through_the_head(box_head, frame_energy):
     modulation, test_features, ref_box = frame_energy
-    folded = fold_iou_net(box_head)
+    folded = fold_box_head(box_head)
     energy = FrameBoxEnergy(IoUGradient(folded, folded.modulate(modulation, test_features)))
     size_norm = ref_box[:, 2:]
     boxes = ref_box[None] + torch.tensor([[0, 0, 0, 0], [3, -2, 5, 4], [-6, 4, -8, 6.0]])
@@ -130,7 +130,7 @@ def test_closed_form_energy_equals_autograd_through_the_head(box_head, frame_ene
 @pytest.mark.parametrize("rule", ["s1", "fixed"])
 def test_box_ascent_step_rules(box_head, frame_energy, rule):
     modulation, test_features, ref_box = frame_energy
-    folded = fold_iou_net(box_head)
+    folded = fold_box_head(box_head)
     energy = FrameBoxEnergy(IoUGradient(folded, folded.modulate(modulation, test_features)))
     generator = torch.Generator().manual_seed(0)
     boxes = ref_box + (torch.rand(16, 4, generator=generator) - 0.5) * torch.tensor(

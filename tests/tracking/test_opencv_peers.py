@@ -6,8 +6,8 @@ import pytest
 from ebmtrack.tracking.base import Tracker, TrackStatus
 from ebmtrack.tracking.opencv import OPENCV_TRACKERS, OpenCVTracker, resolve_model_files
 from ebmtrack.tracking.registry import (
-    LAZY_TRACKERS,
     TRACKERS,
+    TrackerVariant,
     accepted_options,
     create_tracker,
     register_tracker,
@@ -104,12 +104,12 @@ def test_registry_names_and_errors():
     with pytest.raises(ValueError, match="lower-case"):
         register_tracker("My Tracker", OpenCVTracker)
     register_tracker("kcf-copy", OpenCVTracker, replace=True)
-    LAZY_TRACKERS["lazy-peer"] = "ebmtrack.tracking.opencv:OpenCVTracker"
+    lazy = register_tracker(  # imported on first use
+        "lazy-peer", TrackerVariant("ebmtrack.tracking.opencv:OpenCVTracker")
+    )
     try:
         assert create_tracker("kcf-copy", kind="kcf").name == "kcf"
-        assert "lazy-peer" not in TRACKERS
-        assert create_tracker("lazy-peer", kind="mil").name == "mil"  # imported on first use
-        assert TRACKERS["lazy-peer"] is OpenCVTracker
+        assert create_tracker("lazy-peer", kind="mil").name == "mil"
+        assert lazy.build_function is OpenCVTracker
     finally:
-        del TRACKERS["kcf-copy"], TRACKERS["lazy-peer"], LAZY_TRACKERS["lazy-peer"]
-    assert "atom" in LAZY_TRACKERS
+        del TRACKERS["kcf-copy"], TRACKERS["lazy-peer"]

@@ -99,7 +99,7 @@ def test_train_then_resume_to_more_epochs(tmp_path, capsys):
         # The data source is named, and a field of another source is refused, not ignored.
         (
             [*TINY, "--set", "data.source=nope"],
-            "data.source must be one of datasets, synthetic, folder, pack, got 'nope'",
+            "data.source must be one of datasets, folder, pack, synthetic, got 'nope'",
         ),
         (
             [*TINY, "--got10k", "x"],

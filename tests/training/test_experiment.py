@@ -18,13 +18,13 @@ from ebmtrack.training.experiment import (
     Experiment,
     IoUNetExperiment,
     experiment_from_dict,
-    load_experiment,
     run_experiment,
     setting_names,
 )
 from ebmtrack.training.feature_cache import FeatureCacheConfig
 from ebmtrack.training.legacy import upgrade_config_dict
 from ebmtrack.training.presets import PRESETS, preset_config
+from ebmtrack.training.runs import load_experiment
 from ebmtrack.training.sources import DataConfig
 
 

@@ -41,7 +41,9 @@ def test_the_table_resolves_every_shipped_file():
 
 def test_the_accessors_and_the_record_read_the_table():
     record = weights.default_model()
-    assert record.iou_net == shipped_file("box-head", "mobilenetv2").path
+    assert record.box_head == shipped_file("box-head", "mobilenetv2").path
+    with pytest.raises(AttributeError, match="iou_net was renamed DefaultModel.box_head"):
+        record.iou_net  # noqa: B018 - the old name, refused with the new one
     assert record.backbone_weights == shipped_file("backbone", "mobilenetv2").path
     digests = {entry["file"]: entry["sha256"] for entry in record.record["files"]}
     backbone = shipped_file("backbone", "mobilenetv2")

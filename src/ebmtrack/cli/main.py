@@ -135,7 +135,7 @@ def add_progress_argument(parser: argparse.ArgumentParser) -> None:
 def threads(count: int | None) -> Iterator[None]:
     """Run the block with ``count`` torch threads (None or 0: leave the setting, torch's default
     in a fresh process), restoring it after."""
-    from ebmtrack.runtime import torch_threads
+    from ebmtrack.process import torch_threads
 
     with torch_threads(count or None):
         yield

@@ -79,9 +79,9 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from ebmtrack.studies.regression1d import StudyConfig, parse_methods, run_study
-    from ebmtrack.studies.regression1d.report import write_report
-    from ebmtrack.studies.regression1d.study import load_results
+    from ebmtrack.regression1d import StudyConfig, parse_methods, run_study
+    from ebmtrack.regression1d.report import write_report
+    from ebmtrack.regression1d.study import load_results
 
     check_output_folder(args.out)
     threads = args.threads or torch.get_num_threads()

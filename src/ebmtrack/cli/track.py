@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     from ebmtrack.api import load_multi_tracker
     from ebmtrack.cli.window import require_gui, select_boxes
     from ebmtrack.data.prefetch import prefetch
-    from ebmtrack.data.sources import BadFrame, open_source
+    from ebmtrack.data.streams import BadFrame, open_source
     from ebmtrack.tracking.init_box import clip_init_box
 
     # Every check that can fail comes before anything is written.
@@ -360,7 +360,7 @@ def _track(args, tracker, first, boxes, source, fmt: str) -> _Run:
 
 
 def _loop(tracker, first, boxes, source, outputs: _Outputs, progress, done: _Run) -> None:
-    from ebmtrack.data.sources import BadFrame
+    from ebmtrack.data.streams import BadFrame
 
     tic = time.perf_counter()
     tracker.initialize(first, np.asarray(boxes))

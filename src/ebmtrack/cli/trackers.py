@@ -20,8 +20,6 @@ from pathlib import Path
 from ebmtrack.cli.main import CLIError, resolve_device
 from ebmtrack.cli.options import add_option, parse_option
 
-NANOTRACK_BACKBONE_FILE = "nanotrack_backbone_sim.onnx"
-
 PEER_MODELS_HELP = (
     "folder holding the ONNX files of OpenCV's nanotrack and vit trackers "
     "(nanotrack_backbone_sim.onnx, nanotrack_head_sim.onnx, vitTracker.onnx)"
@@ -77,16 +75,16 @@ def add_tracker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backbone",
         help="backbone of the trackers with a backbone of ours (option backbone; default "
-        "mobilenetv2; also efficientnet-lite0, resnet18, resnet50, nanotrack)",
+        "mobilenetv2; a wrong name lists the registered ones)",
     )
     parser.add_argument(
         "--backbone-weights",
         type=Path,
         metavar="FILE",
-        help="the backbone's weights: a torchvision checkpoint (.pth or .safetensors) for "
-        "resnet18 / resnet50, which ship none; NanoTrack's nanotrack_backbone_sim.onnx for "
-        "nanotrack (default: that file in --peer-models); for the others their shipped "
-        "ImageNet weights",
+        help="the backbone's weights: a checkpoint (.pth or .safetensors) for a backbone that "
+        "ships none (the ResNets: torchvision's), or the file a backbone is read from "
+        "(nanotrack: nanotrack_backbone_sim.onnx, default: that file in --peer-models); "
+        "default: the backbone's shipped ImageNet weights",
     )
     add_peer_models_argument(parser)
 
@@ -147,19 +145,18 @@ def _backbone_weights(
     """The backbone file to load when no ``backbone_weights`` option is given, or None for the
     shipped ImageNet weights (``origin``: where the backbone was named; ``hint``: how this
     command gives the option)."""
-    from ebmtrack.models.backbones import backbone_names
-    from ebmtrack.models.backbones.registry import FILE_BACKBONES, PACKAGED_WEIGHTS
+    from ebmtrack.models.backbones import backbone_specs
 
-    if backbone not in backbone_names():
+    spec = backbone_specs().get(backbone)
+    if spec is None:
         return None  # the registry refuses it, naming the valid ones
-    if backbone in FILE_BACKBONES:
-        if peer_models is not None and (peer_models / NANOTRACK_BACKBONE_FILE).is_file():
-            return peer_models / NANOTRACK_BACKBONE_FILE
+    if spec.weights_file is not None:  # read from its own file: --peer-models may hold it
+        if peer_models is not None and (peer_models / spec.weights_file).is_file():
+            return peer_models / spec.weights_file
         raise CLIError(
-            f"{origin} needs {hint} (NanoTrack v2's {NANOTRACK_BACKBONE_FILE}) or "
-            "--peer-models DIR holding it"
+            f"{origin} needs {hint} (its {spec.weights_file}) or --peer-models DIR holding it"
         )
-    if backbone not in PACKAGED_WEIGHTS:
+    if spec.weights is None:
         raise CLIError(
             f"{origin} needs {hint}: no ImageNet weights ship for it (e.g. torchvision's "
             f"{backbone}-*.pth, or a .safetensors copy)"

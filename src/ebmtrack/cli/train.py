@@ -135,108 +135,53 @@ def _flag_changes(args: argparse.Namespace) -> dict:
     return changes
 
 
-def _requested_source(changes: dict, overrides: list[str]):
-    """The data source that a ``--config`` file's ``changes`` or a ``--set data.source=NAME``
-    names (the last one given), or None."""
-    from ebmtrack.values import parse_value
-
-    section = changes.get("data")
-    source = section.get("source") if isinstance(section, dict) else None
-    for item in overrides:
-        key, _, value = item.partition("=")
-        if key == "data.source":
-            source = parse_value(value)
-    return source
-
-
 def build_config(args: argparse.Namespace):
-    """The experiment config: preset (or the run's saved config), file, flags, then --set.
-
-    The preset (or the run) fixes the kind of experiment; a setting of another kind, from any
-    of the later sources, is refused with one line naming it. Another data source (``--set
-    data.source=NAME`` or a ``--config`` file's) starts the ``data`` section from that source's
-    defaults, as another ``--loss`` starts from that loss's recipe.
-    """
-    from ebmtrack.training.config import (
-        apply_overrides,
-        config_to_dict,
-        merge_config_dicts,
-        read_config_file,
-    )
-    from ebmtrack.training.experiment import (
-        CONFIG_FILE,
-        experiment_from_dict,
-        experiment_type,
-        kinds_with_setting,
-        setting_names,
-    )
-    from ebmtrack.training.legacy import upgrade_config_dict
-    from ebmtrack.training.presets import PRESETS, preset_config
+    """The experiment config: :func:`ebmtrack.training.runs.build_experiment` of the preset (or
+    the run's saved config), ``--config``, the flags and ``--set``, its errors naming the flags."""
+    from ebmtrack.training.experiment import CONFIG_FILE
+    from ebmtrack.training.runs import Origins, build_experiment
 
     saved = args.out / CONFIG_FILE
-    if args.resume:
-        if not saved.is_file():
-            raise CLIError(
-                f"--resume: {args.out} holds no run to resume (no {CONFIG_FILE}); leave out "
-                "--resume to start one"
-            )
-        data = upgrade_config_dict(read_config_file(saved))
-        base = f"the run in {args.out}"
-    else:
-        data = config_to_dict(preset_config(args.preset))
-        base = f"--preset {args.preset}"
-    cls = experiment_type(data, str(saved))
-    kind = cls.model
-
-    def refuse_other_kinds(key: str, value, origin: str) -> None:
-        if key == "model" and value != kind:
-            presets = [name for name, make in PRESETS.items() if make().model == value]
-            choice = f"; for {value}, start from one of its presets: {', '.join(presets)}"
-            raise CLIError(
-                f"{origin}: the kind of experiment is fixed by {base} ({kind})"
-                + (choice if presets else "")
-            )
-        kinds = kinds_with_setting(key)
-        if key != "model" and key not in setting_names(cls) and kinds:
-            raise CLIError(
-                f"{origin}: {key} does not apply to {kind} experiments ({base}); it is a "
-                f"setting of {' and '.join(kinds)} experiments"
-            )
-
-    changes: dict = {}
-    if args.config is not None:
-        changes = upgrade_config_dict(read_config_file(args.config), whole=False)
-        for key in sorted(changes, key=lambda key: key != "model"):  # the kind first
-            refuse_other_kinds(key, changes[key], f"--config {args.config}")
-    source = _requested_source(changes, args.set)
-    if source is not None and source != data["data"].get("source"):
-        data["data"] = {"source": source}  # another data source: start from its defaults
-    data = merge_config_dicts(data, changes)
-    flags = _flag_changes(args)
-    for key, value in flags.items():
-        refuse_other_kinds(key, value, "--" + key.replace("_", "-"))
-    for item in args.set:
-        key, _, value = item.partition("=")
-        refuse_other_kinds(key.split(".")[0], value.strip(), f"--set {item}")
-    if args.loss and args.loss != data.get("loss", {}).get("name"):
-        data["loss"] = {"name": args.loss, "params": {}}  # another loss: start from its recipe
-    data = apply_overrides(merge_config_dicts(data, flags), args.set)
-    return experiment_from_dict(data)
+    if args.resume and not saved.is_file():
+        raise CLIError(
+            f"--resume: {args.out} holds no run to resume (no {CONFIG_FILE}); leave out "
+            "--resume to start one"
+        )
+    origins = Origins(
+        base=lambda preset: f"--preset {preset}",
+        config_file=lambda path: f"--config {path}",
+        override=lambda item: f"--set {item}",
+        change=lambda key: "--" + key.replace("_", "-"),
+    )
+    try:
+        return build_experiment(
+            args.preset,
+            run=args.out if args.resume else None,
+            config_file=args.config,
+            changes=_flag_changes(args),
+            overrides=args.set,
+            origins=origins,
+        )
+    except ValueError as err:
+        raise CLIError(str(err)) from None
 
 
 def check_inputs(config, args: argparse.Namespace) -> None:
     """Refuse, in one line naming the flags, a config whose backbone weights or training data
     are missing: before anything is built or written."""
-    from ebmtrack.models.backbones.registry import FILE_BACKBONES, PACKAGED_WEIGHTS
+    from ebmtrack.models.backbones.registry import backbone_specs
     from ebmtrack.training.presets import DATA_ROOT_ENV
     from ebmtrack.training.sources import SOURCES
 
     needs = []
     backbone = config.backbone
-    if config.pretrained and config.backbone_weights is None and backbone not in PACKAGED_WEIGHTS:
+    spec = backbone_specs().get(backbone)
+    if spec is not None and config.pretrained and config.backbone_weights is None and not (
+        spec.weights
+    ):
         what = (
-            "NanoTrack v2's nanotrack_backbone_sim.onnx"
-            if backbone in FILE_BACKBONES
+            f"its {spec.weights_file}"
+            if spec.weights_file is not None
             else f"ImageNet weights, e.g. torchvision's {backbone}-*.pth; none ship"
         )
         needs.append(f"--backbone-weights FILE for backbone {backbone} ({what})")
@@ -273,7 +218,7 @@ def _write_failed(err: Exception) -> bool:
 
 
 def export(args: argparse.Namespace) -> int:
-    from ebmtrack.training.experiment import export_checkpoint
+    from ebmtrack.training.runs import export_checkpoint
 
     given = {**_flag_changes(args)["trainer"], "resume": args.resume or None, "set": args.set}
     given.update(preset=args.preset if args.preset != DEFAULT_PRESET else None)

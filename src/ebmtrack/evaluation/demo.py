@@ -27,7 +27,7 @@ from ebmtrack.evaluation.plots import plot_success
 from ebmtrack.evaluation.provenance import environment, tracker_provenance
 from ebmtrack.evaluation.render import GifBudget, GifWriter, Mp4Writer, draw_track
 from ebmtrack.evaluation.scoring import OTB_PROTOCOL, score_run
-from ebmtrack.runtime import torch_threads
+from ebmtrack.process import torch_threads
 from ebmtrack.tracking.base import Tracker
 from ebmtrack.tracking.init_box import clip_init_box
 

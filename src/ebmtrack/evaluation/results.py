@@ -6,7 +6,7 @@ image reading excluded). RRR is the 0-based run index. ``SEQ_confidence.txt``, w
 gives one, has a header line ``score confidence target`` and one line per frame: the tracker's
 raw score, its confidence (the probability that the box overlaps the target with IoU > 0.5) and
 the target state derived from it (``tracked`` / ``uncertain`` / ``lost`` / ``unknown``;
-:class:`~ebmtrack.tracking.base.TargetState`), tab separated, ``nan`` where there is none (row
+:class:`~ebmtrack.tracking.base.TargetPresence`), tab separated, ``nan`` where there is none (row
 1). Results without that file (older ones, other tools') read as before. The box file is written
 last, so its presence means the sequence is complete.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ebmtrack.data.datasets import read_boxes
-from ebmtrack.tracking.base import target_state
+from ebmtrack.tracking.base import target_presence
 
 PARAMETER_NAME = "default"
 
@@ -92,7 +92,7 @@ def write_result(
         if len(scores) != len(boxes):
             raise ValueError(f"{len(boxes)} boxes but {len(scores)} scores")
         lines = ["score\tconfidence\ttarget"] + [
-            f"{score:.6g}\t{confidence:.6g}\t{target_state(confidence).value}"
+            f"{score:.6g}\t{confidence:.6g}\t{target_presence(confidence).value}"
             for score, confidence in scores
         ]
         _write_atomic(confidence_path(out_dir, tracker, run, sequence), "\n".join(lines) + "\n")

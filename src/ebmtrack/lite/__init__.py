@@ -22,7 +22,7 @@ _EXPORTS = {
     "OpenCVStyleTracker": "cv_style",
     "TrackResult": "result",
     "TrackStatus": "result",
-    "TargetState": "result",
+    "TargetPresence": "result",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -17,10 +17,10 @@ import numpy as np
 __all__ = [
     "LOST_BELOW",
     "TRACKED_FROM",
-    "TargetState",
+    "TargetPresence",
     "TrackResult",
     "TrackStatus",
-    "target_state",
+    "target_presence",
     "validate_box",
 ]
 
@@ -37,7 +37,7 @@ class TrackStatus(str, enum.Enum):
     LOST = "lost"
 
 
-class TargetState(str, enum.Enum):
+class TargetPresence(str, enum.Enum):
     """Whether the target is where the box says, from :attr:`TrackResult.confidence`: ``tracked``
     when the confidence is at least :data:`TRACKED_FROM`, ``lost`` below :data:`LOST_BELOW`
     (more likely wrong than right), ``uncertain`` between; ``unknown`` without a confidence."""
@@ -54,13 +54,13 @@ LOST_BELOW = 0.5
 """A box less likely than this to overlap the target with IoU > 0.5 is ``lost``."""
 
 
-def target_state(confidence: float) -> TargetState:
-    """The :class:`TargetState` of a confidence (NaN: ``unknown``)."""
+def target_presence(confidence: float) -> TargetPresence:
+    """The :class:`TargetPresence` of a confidence (NaN: ``unknown``)."""
     if not math.isfinite(confidence):
-        return TargetState.UNKNOWN
+        return TargetPresence.UNKNOWN
     if confidence >= TRACKED_FROM:
-        return TargetState.TRACKED
-    return TargetState.LOST if confidence < LOST_BELOW else TargetState.UNCERTAIN
+        return TargetPresence.TRACKED
+    return TargetPresence.LOST if confidence < LOST_BELOW else TargetPresence.UNCERTAIN
 
 
 @dataclass(frozen=True)
@@ -84,10 +84,10 @@ class TrackResult:
     confidence: float = float("nan")
 
     @property
-    def target(self) -> TargetState:
+    def target(self) -> TargetPresence:
         """``tracked`` / ``uncertain`` / ``lost`` from :attr:`confidence` (see
-        :class:`TargetState`)."""
-        return target_state(self.confidence)
+        :class:`TargetPresence`)."""
+        return target_presence(self.confidence)
 
 
 def validate_box(box, frame_shape: tuple[int, ...] | None = None, name: str = "box") -> np.ndarray:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from ebmtrack.models.backbones.spec import backbone_spec
 from ebmtrack.ops.boxes import box_convert
 from ebmtrack.ops.prroi_pool import prroi_pool
 
@@ -63,11 +64,12 @@ class IoUNetConfig:
     def for_backbone(cls, backbone, width: float | None = None) -> IoUNetConfig:
         """The config for ``backbone``'s ``default_layers`` (channels, strides, names).
 
-        ``width`` (default: 1 for ResNets, 0.5 for the mobile backbones) scales the hidden
-        layers and the predictor's dimensions (256 at width 1).
+        ``width`` (default: the backbone's spec's ``iou_net_width``: 1 for the ResNets, 0.5 for
+        the mobile backbones; :class:`~ebmtrack.models.backbones.spec.BackboneSpec`) scales the
+        hidden layers and the predictor's dimensions (256 at width 1).
         """
         if width is None:
-            width = 1.0 if backbone.name.startswith("resnet") else 0.5
+            width = backbone_spec(backbone).iou_net_width
         layers = tuple(backbone.default_layers)
         dim = max(8, round(256 * width))
         return cls(

@@ -19,21 +19,21 @@ import numpy as np
 from ebmtrack.lite.result import (
     LOST_BELOW,
     TRACKED_FROM,
-    TargetState,
+    TargetPresence,
     TrackResult,
     TrackStatus,
-    target_state,
+    target_presence,
     validate_box,
 )
 
 __all__ = [
     "LOST_BELOW",
     "TRACKED_FROM",
-    "TargetState",
+    "TargetPresence",
     "TrackResult",
     "TrackStatus",
     "Tracker",
-    "target_state",
+    "target_presence",
     "validate_box",
 ]
 

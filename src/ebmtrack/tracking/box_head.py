@@ -13,8 +13,8 @@ from torch import Tensor
 from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.tracking.box_refine import (
-    check_iou_net,
-    fold_iou_net,
+    check_box_head,
+    fold_box_head,
     jitter_proposals,
     window_test_features,
 )
@@ -48,15 +48,15 @@ class BoxHead:
     Attributes:
         net: the head as given.
         folded: its frozen copy with BatchNorm folded in (:func:`~ebmtrack.tracking.box_refine.
-            fold_iou_net`), which runs every frame.
+            fold_box_head`), which runs every frame.
         layers: the backbone layers it reads, fine then coarse.
     """
 
     def __init__(self, net: AtomIoUNet, backbone: Backbone, device: torch.device) -> None:
         self.net = net.to(device).eval()
         self.layers: tuple[str, ...] = tuple(backbone.default_layers)
-        check_iou_net(self.net, backbone, self.layers)
-        self.folded = fold_iou_net(self.net)
+        check_box_head(self.net, backbone, self.layers)
+        self.folded = fold_box_head(self.net)
         self.device = device
 
     def modulation(self, first: FirstFrame, search_size: int) -> list[Tensor]:

@@ -18,16 +18,16 @@ from ebmtrack.models.iou_net import AtomIoUNet
 
 __all__ = [
     "blend_size",
-    "check_iou_net",
+    "check_box_head",
     "feature_window",
-    "fold_iou_net",
+    "fold_box_head",
     "jitter_proposals",
     "select_box",
     "window_test_features",
 ]
 
 
-def check_iou_net(iou_net: AtomIoUNet, backbone: Backbone, layers: tuple[str, str]) -> None:
+def check_box_head(iou_net: AtomIoUNet, backbone: Backbone, layers: tuple[str, str]) -> None:
     """Raise ValueError unless ``iou_net`` reads ``backbone``'s ``layers`` (channels, strides)."""
     config = iou_net.config
     channels = tuple(backbone.feature_info[layer].channels for layer in layers)
@@ -42,7 +42,7 @@ def check_iou_net(iou_net: AtomIoUNet, backbone: Backbone, layers: tuple[str, st
         raise ValueError(f"the IoU-Net's strides {strides} must divide each other")
 
 
-def fold_iou_net(iou_net: AtomIoUNet) -> AtomIoUNet:
+def fold_box_head(iou_net: AtomIoUNet) -> AtomIoUNet:
     """A frozen eval-mode copy of ``iou_net`` with every BatchNorm folded into the layer before it.
 
     In eval mode a BatchNorm is an affine map per channel, so conv (or linear) -> BN is one conv
@@ -125,7 +125,7 @@ def window_test_features(
     gives the same IoUs for those boxes as the whole map at a fraction of the cost.
 
     Args:
-        iou_net: the IoU predictor (or its :func:`fold_iou_net` copy).
+        iou_net: the IoU predictor (or its :func:`fold_box_head` copy).
         feats: the backbone's [fine, coarse] maps, batch 1, in the order of ``config.strides``.
         boxes: (N, 4) xywh crop px, the boxes that will be scored.
         margin: crop pixels added on every side of the boxes (room for them to move).

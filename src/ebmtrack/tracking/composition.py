@@ -13,9 +13,13 @@
 - the **classifier** (:class:`Classifier`): ATOM's Gauss-Newton classifier
   (:class:`~ebmtrack.tracking.atom.classifier.GaussNewtonClassifier`) or DiMP's learnt
   optimiser (:class:`~ebmtrack.tracking.dimp.classifier.LearntClassifier`);
-- the **box estimator** (:class:`BoxEstimator`): ATOM's (:class:`~ebmtrack.tracking.atom.box.
-  IoUBoxEstimator`, one per ``box_mode``) or DiMP's EBM ascent (:class:`~ebmtrack.tracking.dimp.
-  box.EBMBoxEstimator`).
+- the **box estimator** (:class:`BoxEstimator`): one class per ``box_mode``, ATOM's
+  (:data:`~ebmtrack.tracking.atom.box.BOX_ESTIMATORS`: position, scale search, IoU ascent, gated,
+  polished) or DiMP's (:data:`~ebmtrack.tracking.dimp.box.BOX_ESTIMATORS`: position, EBM
+  ascent), built by :func:`build_box_estimator`.
+
+Each part reads a small config of its own (a dataclass), filled from the tracker's parameters by
+field name (:func:`~ebmtrack.tracking.params.part_config`).
 
 :class:`SearchRegionTracker` runs every frame as the same named phases: search (crops and
 features), score, estimate, update, confidence. ``AtomTracker`` and ``DiMPTracker`` only build
@@ -326,7 +330,8 @@ class SearchRegionTracker:
         timings["crop"], tic = toc - tic, toc
         feats = self.search.features([region for own in regions for region in own])
         timings["backbone"] = time.perf_counter() - tic
-        parts = split_features(feats, [len(own) for own in regions])
+        # One target reads the whole batch (no slicing); several, their own rows each.
+        parts = [feats] if len(regions) == 1 else split_features(feats, [len(r) for r in regions])
         results = []
         for state, own, part, mine in zip(states, regions, parts, taken, strict=True):
             if mine:

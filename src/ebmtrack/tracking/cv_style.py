@@ -19,7 +19,7 @@ import numpy as np
 
 from ebmtrack.tracking.base import Tracker, TrackResult, TrackStatus
 
-__all__ = ["OPENCV_STYLE", "OpenCVStyleTracker"]
+__all__ = ["OpenCVStyleTracker", "opencv_style_classes"]
 
 COLORS = ("bgr", "rgb")
 
@@ -49,7 +49,7 @@ class OpenCVStyleTracker:
     def create(cls, color: str = "bgr", threads: int | None = None, **options):
         """A new tracker of this class's registered name, built with ``options`` (the same as
         :func:`ebmtrack.load_tracker`'s, e.g. ``search_size=256``)."""
-        from ebmtrack.runtime import configure_threads
+        from ebmtrack.process import configure_threads
         from ebmtrack.tracking.registry import create_tracker
 
         if color not in COLORS:  # before the networks load
@@ -92,14 +92,22 @@ def _style_class(class_name: str, tracker_name: str) -> type[OpenCVStyleTracker]
     return type(class_name, (OpenCVStyleTracker,), namespace)
 
 
-# ebmtrack.<class name> -> the class, one per tracker of ours.
-OPENCV_STYLE: dict[str, type[OpenCVStyleTracker]] = {
-    class_name: _style_class(class_name, tracker_name)
-    for class_name, tracker_name in (
-        ("TrackerATOM", "atom"),
-        ("TrackerATOMIoUNet", "atom-iounet"),
-        ("TrackerATOMPolished", "atom-polished"),
-        ("TrackerATOMLT", "atom-lt"),
-        ("TrackerDiMPNCEPlus", "dimp-nce+"),
-    )
-}
+_CLASSES: dict[tuple[str, str], type[OpenCVStyleTracker]] = {}
+
+
+def opencv_style_classes() -> dict[str, type[OpenCVStyleTracker]]:
+    """``ebmtrack.<class name>`` -> the class, one per registered variant that names one
+    (:attr:`~ebmtrack.tracking.registry.TrackerVariant.opencv_class`), e.g. ``TrackerATOM``
+    for ``atom``; each class made once."""
+    from ebmtrack.tracking.registry import TrackerVariant, get_factory, tracker_names
+
+    classes = {}
+    for name in tracker_names():
+        variant = get_factory(name)
+        class_name = variant.opencv_class if isinstance(variant, TrackerVariant) else ""
+        if class_name:
+            key = (class_name, name)
+            if key not in _CLASSES:
+                _CLASSES[key] = _style_class(class_name, name)
+            classes[class_name] = _CLASSES[key]
+    return classes

@@ -7,7 +7,7 @@ cost more than the arithmetic. With the features fixed for the frame, the IoU of
     iou = w_out . [relu(W_l pool_l(b) + c_l) for l in (fine, coarse)] + c_out,
     pool_l(b)[c, p, q] = sum_ij wy[p, i] F_l[c, i, j] wx[q, j],
 
-(BatchNorm folded into the linear layers, :func:`~ebmtrack.tracking.box_refine.fold_iou_net`),
+(BatchNorm folded into the linear layers, :func:`~ebmtrack.tracking.box_refine.fold_box_head`),
 where ``wx[q, j] = (K(x1 + (q + 1) d - j) - K(x1 + q d - j)) / d`` are PrRoIPool's bin weights
 (:func:`ebmtrack.ops.prroi_pool.hat_cdf` ``K``, bin width ``d`` = box width / bins, coordinates in
 feature cells; the same along y). Its gradient is a few matrix products: back through the linear
@@ -38,7 +38,7 @@ class IoUGradient:
     """Closed-form predicted IoU and box gradient of a BatchNorm-folded :class:`AtomIoUNet`.
 
     Args:
-        iou_net: a net from :func:`~ebmtrack.tracking.box_refine.fold_iou_net` (each predictor
+        iou_net: a net from :func:`~ebmtrack.tracking.box_refine.fold_box_head` (each predictor
             block Flatten, Linear, Identity, ReLU).
         modulated: :meth:`AtomIoUNet.modulate` output for one frame, [(1, C, H, W)] * 2.
     """
@@ -52,7 +52,7 @@ class IoUGradient:
                 and isinstance(block[2], nn.Identity)
                 and isinstance(block[3], nn.ReLU)
             ):
-                raise ValueError("iou_net must be BatchNorm-folded (use fold_iou_net)")
+                raise ValueError("iou_net must be BatchNorm-folded (use fold_box_head)")
         if modulated[0].shape[0] != 1:
             raise ValueError(f"modulated features must have batch 1, got {modulated[0].shape[0]}")
         out = iou_net.iou_predictor

@@ -3,16 +3,23 @@
 
 Each of our tracker variants is a :class:`TrackerVariant`: a factory and the named parameter set
 it is built with (as pytracking's parameter files), so ``atom`` and ``atom-iounet`` are two
-entries over one factory. Options given by the caller override the parameter set's values; an
-option the variant does not take is refused, naming the valid ones. Each entry also says what
-kind of tracker it is (:class:`TrackerKind`: a backbone of ours, box-head weights, model files
-of its own), which the command line's flags follow (:func:`trackers_of_kind`,
-:func:`kind_refusal`). :func:`check_options` is the one check of a tracker's options, for
+entries over one factory. A variant is registered beside its definition, with
+:func:`register_tracker`, in the ``variants`` module of its tracker's package
+(``ebmtrack/tracking/NAME/variants.py``, found and imported on the first look-up, timm style):
+that one file gives it its name, its parameter set, its summary and its OpenCV-style class
+(:mod:`ebmtrack.tracking.cv_style`, ``ebmtrack.TrackerATOM``). A variant names its factory and
+parameter dataclass as ``"module:attribute"`` strings, imported when first needed, so that
+listing the trackers imports no torch.
+
+Options given by the caller override the parameter set's values; an option the variant does not
+take is refused, naming the valid ones. Each entry also says what kind of tracker it is
+(:class:`TrackerKind`: a backbone of ours, box-head weights, model files of its own), which the
+command line's flags follow (:func:`trackers_of_kind`, :func:`kind_refusal`).
+:meth:`TrackerVariant.check` is the one check of a tracker's options (:func:`check_options`), for
 :func:`create_tracker`, ``ebmtrack.load_tracker`` and every command.
 
-Factories must be picklable (module-level functions, classes or ``functools.partial`` of them):
-the evaluation runner sends them to worker processes. Trackers whose modules are slow to import
-(torch) are listed in :data:`LAZY_TRACKERS` and imported on first use.
+Factories must be picklable (module-level functions, classes, ``functools.partial`` of them, or
+``"module:attribute"`` strings): the evaluation runner sends them to worker processes.
 """
 
 from __future__ import annotations
@@ -24,13 +31,13 @@ import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ebmtrack.tracking.base import Tracker
 from ebmtrack.tracking.opencv import MODEL_FILES, OPENCV_TRACKERS, OpenCVTracker
 from ebmtrack.values import OptionError
 
 __all__ = [
-    "LAZY_TRACKERS",
     "TRACKERS",
     "TrackerKind",
     "TrackerVariant",
@@ -48,6 +55,14 @@ __all__ = [
 ]
 
 TrackerFactory = Callable[..., Tracker]
+
+
+def resolve(reference):
+    """An object given itself or as a ``"module:attribute"`` string (imported now)."""
+    if not isinstance(reference, str):
+        return reference
+    module_name, _, attr = reference.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
 
 
 @dataclass(frozen=True)
@@ -87,27 +102,42 @@ class TrackerVariant:
     options override.
 
     Attributes:
-        factory: builds the tracker; keyword arguments only.
+        factory: builds the tracker; keyword arguments only (or its ``"module:attribute"``).
         params: the variant's parameter values (fields of ``params_type``).
-        params_type: the parameter dataclass (with a ``names()`` class method), whose fields are
-            options besides the factory's own keyword arguments (weights files, backbone).
+        params_type: the parameter dataclass (with a ``names()`` class method; or its
+            ``"module:attribute"``), whose fields are options besides the factory's own keyword
+            arguments (weights files, backbone).
         summary: what the variant is, in one line.
         more_options: options the factory takes through ``**kwargs`` besides those.
         kind: what kind of tracker it is (what it reads besides its parameters).
+        opencv_class: the name of its OpenCV-style class (``ebmtrack.TrackerATOM``); empty: none.
+        name: its registered name (set by :func:`register_tracker`), for the errors.
     """
 
-    factory: TrackerFactory
+    factory: TrackerFactory | str
     params: dict = field(default_factory=dict)
-    params_type: type | None = None
+    params_type: type | str | None = None
     summary: str = ""
     more_options: tuple[str, ...] = ()
     kind: TrackerKind = TrackerKind()
+    opencv_class: str = ""
+    name: str = ""
+
+    @property
+    def build_function(self) -> TrackerFactory:
+        """The factory itself (imported where it was named by a string)."""
+        return resolve(self.factory)
+
+    @property
+    def parameters(self) -> type | None:
+        """The parameter dataclass itself (imported where it was named by a string)."""
+        return resolve(self.params_type)
 
     def options(self) -> set[str]:
         """The option names this variant takes."""
-        names = _keyword_names(self.factory) | set(self.more_options)
+        names = _keyword_names(self.build_function) | set(self.more_options)
         if self.params_type is not None:
-            names |= set(self.params_type.names())
+            names |= set(self.parameters.names())
         return names
 
     def check(self, options: dict, name: str = "") -> None:
@@ -116,13 +146,18 @@ class TrackerVariant:
         tracker it is not, for the options of a kind), its parameter dataclass's own checks of
         types, ranges and box modes, the backbone's name, box-head weights where the box mode
         reads none. Raises :class:`~ebmtrack.values.OptionError` naming the options at fault."""
-        name = name or getattr(self.factory, "__name__", "tracker")
-        renamed = getattr(self.params_type, "renamed", None) or {}
-        for key in options:
-            if key in renamed:  # a new name, or what to use instead (the params class's words)
-                new = renamed[key]
-                hint = f"renamed {new!r}" if new.isidentifier() else f"renamed: use {new}"
-                raise OptionError(f"tracker {name!r}: option {key!r} was {hint}", key)
+        name = name or self.name or "tracker"
+        params_type = self.parameters
+        renamed = getattr(params_type, "renamed", None) or {}
+        moved = [key for key in options if key in renamed]
+        if moved:  # a new name, or what to use instead (the params class's words)
+            said = [
+                f"{key!r} was renamed {renamed[key]!r}"
+                if renamed[key].isidentifier()
+                else f"{key!r} was renamed: use {renamed[key]}"
+                for key in moved
+            ]
+            raise OptionError(f"tracker {name!r}: option {'; '.join(said)}", *moved)
         valid = self.options()
         unknown = sorted(set(options) - valid)
         for key in unknown:
@@ -140,9 +175,9 @@ class TrackerVariant:
                 *unknown,
             )
         merged = {**self.params, **options}
-        if dataclasses.is_dataclass(self.params_type):
-            fields = {f.name for f in dataclasses.fields(self.params_type)}
-            params = self.params_type(**{k: v for k, v in merged.items() if k in fields})
+        if dataclasses.is_dataclass(params_type):
+            fields = {f.name for f in dataclasses.fields(params_type)}
+            params = params_type(**{k: v for k, v in merged.items() if k in fields})
             head_modes = getattr(params, "head_modes", ())
             mode = getattr(params, "box_mode", None)
             if options.get("weights") is not None and head_modes and mode not in head_modes:
@@ -160,7 +195,7 @@ class TrackerVariant:
 
     def build(self, **options) -> Tracker:
         """The tracker, its options not checked (:meth:`check`)."""
-        return self.factory(**{**self.params, **options})
+        return self.build_function(**{**self.params, **options})
 
     def __call__(self, **options) -> Tracker:
         """:meth:`check`, then :meth:`build`."""
@@ -186,19 +221,25 @@ TRACKERS: dict[str, TrackerFactory] = {
     for kind in OPENCV_TRACKERS
 }
 
-# name -> "module:factory", imported when the name is first asked for. A module may instead
-# register itself with register_tracker() when imported; either way works.
-LAZY_TRACKERS: dict[str, str] = {
-    "atom": "ebmtrack.tracking.atom.factory:ATOM",
-    "atom-iounet": "ebmtrack.tracking.atom.factory:ATOM_IOUNET",
-    "atom-polished": "ebmtrack.tracking.atom.factory:ATOM_POLISHED",
-    "atom-lt": "ebmtrack.tracking.atom.longterm:ATOM_LT",
-    "dimp-nce+": "ebmtrack.tracking.dimp.factory:DIMP_NCE_PLUS",
-}
+_DISCOVERED = False
 
 
-def register_tracker(name: str, factory: TrackerFactory, replace: bool = False) -> None:
-    """Make ``factory(**options)`` available as tracker ``name``.
+def _discover() -> None:
+    """Import the ``variants`` module of every tracker package under ``ebmtrack/tracking`` (they
+    register their variants; light modules, no torch), once."""
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    _DISCOVERED = True
+    root = Path(__file__).resolve().parent
+    for package in sorted(path.parent.name for path in root.glob("*/variants.py")):
+        importlib.import_module(f"{__package__}.{package}.variants")
+
+
+def register_tracker(name: str, factory: TrackerFactory, replace: bool = False):
+    """Make ``factory(**options)`` available as tracker ``name``; returns what was registered
+    (a variant named ``name`` where ``factory`` is an unnamed one), so that a module can define
+    and register a variant in one statement.
 
     Raises ValueError if ``name`` is taken (unless ``replace``) or is not made of lower-case
     letters, digits, ``-``, ``_`` and ``+`` (names appear in file paths and comma-separated
@@ -211,7 +252,10 @@ def register_tracker(name: str, factory: TrackerFactory, replace: bool = False) 
         )
     if name in TRACKERS and not replace:
         raise ValueError(f"tracker {name!r} is already registered")
+    if isinstance(factory, TrackerVariant) and not factory.name:
+        factory = dataclasses.replace(factory, name=name)
     TRACKERS[name] = factory
+    return factory
 
 
 def canonical_name(name: str) -> str:
@@ -230,24 +274,21 @@ def get_factory(name: str) -> TrackerFactory:
     """The factory registered as ``name`` (any case); ValueError with the closest name and the
     valid ones otherwise."""
     name = canonical_name(name)
-    if name not in TRACKERS and name in LAZY_TRACKERS:
-        module_name, _, attr = LAZY_TRACKERS[name].partition(":")
-        module = importlib.import_module(module_name)
-        if name not in TRACKERS:  # the module did not register itself
-            TRACKERS[name] = getattr(module, attr)
+    if name not in TRACKERS:
+        _discover()
     try:
         return TRACKERS[name]
     except KeyError:
-        names = set(TRACKERS) | set(LAZY_TRACKERS)
         raise ValueError(
-            f"unknown tracker {name!r}{_did_you_mean(name, names)}; valid trackers: "
-            f"{', '.join(sorted(names))}"
+            f"unknown tracker {name!r}{_did_you_mean(name, TRACKERS)}; valid trackers: "
+            f"{', '.join(sorted(TRACKERS))}"
         ) from None
 
 
 def tracker_names() -> list[str]:
     """Every registered name, sorted."""
-    return sorted(set(TRACKERS) | set(LAZY_TRACKERS))
+    _discover()
+    return sorted(TRACKERS)
 
 
 def tracker_kind(name: str) -> TrackerKind:
@@ -259,7 +300,7 @@ def tracker_kind(name: str) -> TrackerKind:
 
 def trackers_of_kind(**fields: bool) -> list[str]:
     """The registered names whose :class:`TrackerKind` has these field values, sorted, e.g.
-    ``trackers_of_kind(box_head=True)`` (imports the lazily registered trackers)."""
+    ``trackers_of_kind(box_head=True)``."""
     unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(TrackerKind)})
     if unknown:
         raise ValueError(f"TrackerKind has no field(s) {', '.join(unknown)}")
@@ -320,15 +361,15 @@ def default_options(name: str) -> dict:
     the factory declares it: its keyword defaults, its parameter dataclass's defaults and the
     variant's parameter set), e.g. to tell an option that changes nothing from one that does."""
     factory = get_factory(name)
-    target = factory.factory if isinstance(factory, TrackerVariant) else factory
+    target = factory.build_function if isinstance(factory, TrackerVariant) else factory
     defaults = {
         p.name: p.default
         for p in inspect.signature(target).parameters.values()
         if p.default is not inspect.Parameter.empty
     }
     if isinstance(factory, TrackerVariant):
-        if dataclasses.is_dataclass(factory.params_type):
-            for f in dataclasses.fields(factory.params_type):
+        if dataclasses.is_dataclass(factory.parameters):
+            for f in dataclasses.fields(factory.parameters):
                 if f.default is not dataclasses.MISSING:
                     defaults[f.name] = f.default
                 elif f.default_factory is not dataclasses.MISSING:

@@ -89,14 +89,33 @@ class TrainerConfig:
             raise ValueError(f"device must be one of auto, cpu, cuda; got {self.device!r}")
 
 
+def _plain(value: Any) -> Any:
+    if hasattr(value, "to_dict") and not isinstance(value, type):  # a section with its own form
+        return value.to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
 def config_to_dict(config: Any) -> dict[str, Any]:
-    """A dataclass (nested ones too) as a dict of plain YAML/JSON values; tuples become lists."""
-    return json.loads(json.dumps(dataclasses.asdict(config)))
+    """A dataclass (nested ones too; a section with a ``to_dict`` method as that gives it) as a
+    dict of plain YAML/JSON values; tuples become lists."""
+    return json.loads(json.dumps(_plain(config)))
 
 
 def _convert(value: Any, hint: Any, where: str) -> Any:
-    """``value`` (plain data) converted to the annotated type ``hint`` where that is structural."""
+    """``value`` (plain data) converted to the annotated type ``hint`` where that is structural
+    (a dataclass, or a section class with a ``from_dict`` class method); a value already of
+    that type is kept."""
     origin = typing.get_origin(hint)
+    if isinstance(hint, type) and isinstance(value, hint):
+        return value
+    if hasattr(hint, "from_dict") and isinstance(value, dict):
+        return hint.from_dict(value, where)
     if dataclasses.is_dataclass(hint):
         return config_from_dict(hint, value, where)
     if origin in (typing.Union, types.UnionType):

@@ -18,7 +18,8 @@ drawn, the feature cache's key and samples, and the model file written at the en
 
 The data sources are :mod:`ebmtrack.training.sources`, the named presets
 :mod:`ebmtrack.training.presets`, the upgrades of configs saved in earlier formats
-:mod:`ebmtrack.training.legacy`.
+:mod:`ebmtrack.training.legacy`; :mod:`ebmtrack.training.runs` builds a run's config from a
+preset, a file, flags and overrides, and loads or exports a saved run.
 
 Choosing an EBM loss (``loss.name``, e.g. ``nce+`` or ``kld-is``) trains the same head with the
 BMVC 2020 recipe of that loss (:data:`~ebmtrack.training.box_regression.EBM_RECIPES`).
@@ -78,7 +79,7 @@ class Experiment(ABC):
         preset: the preset it started from (informational).
         model: the kind, fixed by the class and written to ``config.yaml`` so that
             :func:`experiment_from_dict` can rebuild the right class.
-        backbone: a name of :data:`ebmtrack.models.backbones.BACKBONES`.
+        backbone: a registered backbone (:func:`ebmtrack.models.backbones.backbone_names`).
         pretrained: load ImageNet weights (from ``backbone_weights``, or the packaged ones).
         backbone_weights: path of a torchvision-style checkpoint (needed for pretrained ResNets).
         data: the data source and its settings (:mod:`ebmtrack.training.sources`; default:
@@ -185,8 +186,8 @@ class Experiment(ABC):
         if "data" in key:
             # The source is left out: each source's own field (roots, synthetic_sequences,
             # sequence_folder, pack) already tells the data apart, and the existing caches'
-            # keys hold the other fields only.
-            key["data"] = {k: v for k, v in key["data"].items() if k != "source"}
+            # keys hold the other fields only (DataConfig.key_dict).
+            key["data"] = self.data.key_dict()
         return json.dumps({**key, **more, "seed": self.trainer.seed}, sort_keys=True)
 
 
@@ -364,7 +365,8 @@ def experiment_from_dict(data: Mapping[str, Any], where: str = "config") -> Expe
     """The experiment of plain-data config ``data`` (as :func:`config_to_dict` makes it), of the
     class that its ``model`` names and with the data source that its ``data.source`` names;
     other missing keys keep the class's defaults. Configs saved in earlier formats go through
-    :func:`ebmtrack.training.legacy.upgrade_config_dict` first (:func:`load_experiment`).
+    :func:`ebmtrack.training.legacy.upgrade_config_dict` first
+    (:func:`ebmtrack.training.runs.load_experiment`).
 
     Raises:
         ValueError: no ``model`` or ``data.source``, or an unknown one; a key of another kind of
@@ -386,16 +388,6 @@ def experiment_from_dict(data: Mapping[str, Any], where: str = "config") -> Expe
             f"{', '.join(SOURCES)}"
         )
     return config_from_dict(cls, values, where)
-
-
-def load_experiment(path: str | Path) -> Experiment:
-    """The experiment saved in a YAML or JSON config file (a run's ``config.yaml``), of the class
-    its ``model`` names; files of earlier formats included
-    (:func:`ebmtrack.training.legacy.upgrade_config_dict`)."""
-    from .config import read_config_file
-    from .legacy import upgrade_config_dict
-
-    return experiment_from_dict(upgrade_config_dict(read_config_file(path)), str(path))
 
 
 def run_experiment(
@@ -449,25 +441,3 @@ def run_experiment(
 
         save_model(config.trained_model(module).cpu(), run_dir / config.model_file)
     return results
-
-
-def export_checkpoint(run_dir: str | Path, path: str | Path) -> int:
-    """Write the model of the run's latest checkpoint to ``path`` (the file the run writes at its
-    end, e.g. ``iou_net.safetensors``), so that a long run's head can be used before it ends.
-
-    Returns the checkpoint's epoch. Raises ValueError where ``run_dir`` holds no checkpoint.
-    """
-    from ebmtrack.models.serialization import save_model
-
-    from .checkpoint import load_trainable_state_dict, read_checkpoint
-
-    run_dir = Path(run_dir)
-    checkpoint = latest_checkpoint(run_dir / "checkpoints")
-    if checkpoint is None:
-        raise ValueError(f"{run_dir} holds no checkpoint yet (none of its epochs has finished)")
-    config = load_experiment(run_dir / CONFIG_FILE)
-    module = config.build_module()
-    model_state, _, _ = read_checkpoint(checkpoint)
-    load_trainable_state_dict(module, model_state)
-    save_model(config.trained_model(module).cpu(), path)
-    return checkpoint.epoch

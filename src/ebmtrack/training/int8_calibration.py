@@ -23,9 +23,9 @@ import numpy as np
 from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.models.backbones.int8 import ActivationRanges, collect_ranges, save_ranges
 from ebmtrack.models.backbones.onnx_runtime import OnnxBackbone
-from ebmtrack.models.backbones.registry import PACKAGED_WEIGHTS, create_backbone
+from ebmtrack.models.backbones.registry import backbone_specs, create_backbone
 from ebmtrack.ops.crop import crop_square, search_region_side
-from ebmtrack.runtime import configure_threads
+from ebmtrack.process import configure_threads
 from ebmtrack.training.sources.pack import PACK_HOLDOUT
 from ebmtrack.weights import shipped_backbone_weights
 
@@ -107,7 +107,7 @@ def _weight_sources(name: str) -> list[tuple[str, object]]:
     package's file where installed, and ebmtrack's shipped copy where one ships; one per set
     of weights (identical files count once)."""
     sources = []
-    packaged = PACKAGED_WEIGHTS.get(name)
+    packaged = backbone_specs()[name].weights
     if packaged is not None:
         try:
             path = packaged.locate()

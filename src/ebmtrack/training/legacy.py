@@ -9,8 +9,8 @@ load, through :func:`upgrade_config_dict`:
 - a ``data`` section without ``source``: the source was the one whose fields were set
   (:func:`inferred_source`); the fields that source did not read are left out (they did nothing).
 
-:func:`ebmtrack.training.experiment.load_experiment` and ``ebmtrack train --resume`` upgrade every
-file they read.
+:func:`ebmtrack.training.runs.load_experiment` and :func:`ebmtrack.training.runs.build_experiment`
+(``ebmtrack train``, ``--resume`` too) upgrade every file they read.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .config import config_to_dict
 from .experiment import experiment_type, setting_names
 from .sources import COMMON_SETTINGS, SOURCES, field_defaults
 
@@ -45,16 +46,30 @@ def inferred_source(data: Mapping[str, Any]) -> str:
 
 
 def upgrade_data_dict(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``data`` section without ``source`` with the source it had (:func:`inferred_source`) and
-    without the fields of other sources; a section with ``source`` unchanged (a copy). Keys that
-    are no field at all are kept (and refused when the config is built)."""
-    if "source" in data:
+    """A ``data`` section in the present form: one without ``source`` gets the source it had
+    (:func:`inferred_source`) and loses the fields of other sources; one with ``source`` and
+    every field (the flat form saved before each source had its own settings) loses the fields
+    of other sources that keep their defaults (others are refused when the config is built).
+    Keys that are no field at all are kept (and refused when the config is built). A copy."""
+    defaults = field_defaults()
+    source = data.get("source")
+    if source is None:
+        source = inferred_source(data)
+        own = set(SOURCES[source].settings) | set(COMMON_SETTINGS)
+        kept = {key: value for key, value in data.items() if key in own or key not in defaults}
+        return {"source": source, **kept}
+    if source not in SOURCES:
         return dict(data)
-    source = inferred_source(data)
     own = set(SOURCES[source].settings) | set(COMMON_SETTINGS)
-    fields = set(field_defaults())
-    kept = {key: value for key, value in data.items() if key in own or key not in fields}
-    return {"source": source, **kept}
+    return {
+        key: value
+        for key, value in data.items()
+        if key in own or key not in defaults or not _is_default(value, defaults[key])
+    }
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    return value == config_to_dict({"v": default})["v"] if default is not None else value is None
 
 
 def upgrade_config_dict(data: Mapping[str, Any], whole: bool = True) -> dict[str, Any]:

@@ -44,7 +44,8 @@ class DefaultModel:
     """The shipped default model.
 
     Attributes:
-        iou_net: the IoU-Net file (:func:`ebmtrack.models.serialization.load_model`).
+        box_head: the box head's file, an IoU-Net (:func:`ebmtrack.models.serialization.
+            load_model`); ``iou_net``, its old name, is refused naming this one.
         backbone: its backbone's name.
         backbone_weights: the backbone's ImageNet weights (safetensors, feature layers).
         tracker_params: :class:`~ebmtrack.tracking.atom.params.AtomParams` values the head was
@@ -52,11 +53,15 @@ class DefaultModel:
         record: the whole JSON record (loss, data, numbers, sha256 of every file).
     """
 
-    iou_net: Path
+    box_head: Path
     backbone: str
     backbone_weights: Path
     tracker_params: dict
     record: dict
+
+    @property
+    def iou_net(self):
+        raise AttributeError("DefaultModel.iou_net was renamed DefaultModel.box_head")
 
 
 def default_model() -> DefaultModel | None:
@@ -66,7 +71,7 @@ def default_model() -> DefaultModel | None:
         return None
     record = json.loads(path.read_text())
     return DefaultModel(
-        iou_net=FOLDER / record["iou_net"],
+        box_head=FOLDER / record["iou_net"],
         backbone=record["backbone"],
         backbone_weights=FOLDER / record["backbone_weights"],
         tracker_params=dict(record["tracker_params"]),

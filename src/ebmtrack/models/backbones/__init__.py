@@ -17,14 +17,13 @@ from ebmtrack.models.backbones.mobilenetv2 import MobileNetV2, mobilenetv2
 from ebmtrack.models.backbones.nanotrack import NanoTrackBackbone
 from ebmtrack.models.backbones.onnx_runtime import OnnxBackbone
 from ebmtrack.models.backbones.registry import (
-    BACKBONES,
-    FILE_BACKBONES,
-    PACKAGED_WEIGHTS,
     backbone_names,
+    backbone_specs,
     check_backbone_name,
     create_backbone,
 )
 from ebmtrack.models.backbones.resnet import ResNet, resnet18, resnet50
+from ebmtrack.models.backbones.spec import BackboneSpec, backbone_spec, register_backbone
 from ebmtrack.models.backbones.weights import (
     PackagedWeights,
     file_sha256,
@@ -33,10 +32,8 @@ from ebmtrack.models.backbones.weights import (
 )
 
 __all__ = [
-    "BACKBONES",
-    "FILE_BACKBONES",
-    "PACKAGED_WEIGHTS",
     "Backbone",
+    "BackboneSpec",
     "EfficientNetLite",
     "FeatureInfo",
     "FrozenBatchNorm2d",
@@ -46,6 +43,8 @@ __all__ = [
     "PackagedWeights",
     "ResNet",
     "backbone_names",
+    "backbone_spec",
+    "backbone_specs",
     "check_backbone_name",
     "create_backbone",
     "efficientnet_lite0",
@@ -55,6 +54,7 @@ __all__ = [
     "mobilenetv2",
     "optimize_for_inference",
     "read_state_dict",
+    "register_backbone",
     "resnet18",
     "resnet50",
 ]

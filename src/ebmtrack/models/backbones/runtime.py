@@ -2,7 +2,7 @@
 
 A tracker asks :func:`select_runtime` with its ``precision`` and ``backbone_runtime`` parameters
 and gets a :class:`BackboneRuntime`; :func:`feature_extractor` builds the per-frame feature
-call for it. Thread counts and the allocator are process settings (:mod:`ebmtrack.runtime`).
+call for it. Thread counts and the allocator are process settings (:mod:`ebmtrack.process`).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from ebmtrack.models.backbones.spec import backbone_spec
 from ebmtrack.models.dimp.layers import apply_filter, instance_l2_norm
 from ebmtrack.models.dimp.optimizer import SteepestDescentGN
 from ebmtrack.models.iou_net import boxes_to_rois
@@ -87,17 +88,15 @@ class DiMPConfig:
 
     @classmethod
     def for_backbone(cls, backbone, feature_dim: int | None = None) -> DiMPConfig:
-        """The config for ``backbone``'s ``classifier_layer``: DiMP-50's layout (no block, 512
-        channels) for ResNet-50, DiMP-18's (one block, 256 channels) for ResNet-18, and one
-        block with ``feature_dim`` (default 128) channels for the mobile backbones."""
+        """The config for ``backbone``'s ``classifier_layer``, its layout from the backbone's
+        spec (:class:`~ebmtrack.models.backbones.spec.BackboneSpec`: ``dimp_blocks``, and
+        ``dimp_dim`` channels unless ``feature_dim`` is given): DiMP-50's (no block, 512) on
+        ResNet-50, DiMP-18's (one block, 256) on ResNet-18, one block of 128 on the mobile
+        backbones."""
         layer = backbone.classifier_layer
         info = backbone.feature_info[layer]
-        if backbone.name == "resnet50":
-            num_blocks, default_dim = 0, 512
-        elif backbone.name == "resnet18":
-            num_blocks, default_dim = 1, 256
-        else:
-            num_blocks, default_dim = 1, 128
+        spec = backbone_spec(backbone)
+        num_blocks, default_dim = spec.dimp_blocks, spec.dimp_dim
         return cls(
             in_channels=info.channels,
             num_blocks=num_blocks,

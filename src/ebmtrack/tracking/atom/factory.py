@@ -1,4 +1,5 @@
-"""Building a ready-to-run ATOM tracker from names: backbone, IoU-Net weights, parameters."""
+"""Building a ready-to-run ATOM tracker from names: backbone, IoU-Net weights, parameters. The
+registered variants and their parameter sets are :mod:`ebmtrack.tracking.atom.variants`'s."""
 
 from __future__ import annotations
 
@@ -10,29 +11,9 @@ from ebmtrack.tracking.atom.params import HEAD_MODES, AtomParams
 from ebmtrack.tracking.atom.tracker import AtomTracker
 from ebmtrack.tracking.calibrator import resolve_calibrator
 from ebmtrack.tracking.params import require_device
-from ebmtrack.tracking.registry import OUR_TRACKER, TrackerVariant
 from ebmtrack.weights import DEFAULT_TAG, shipped_file
 
-__all__ = [
-    "ATOM",
-    "ATOM_IOUNET",
-    "ATOM_POLISHED",
-    "CLASSIFIER_ONLY",
-    "POLISHED",
-    "build_atom",
-    "create_atom_tracker",
-]
-
-# Without an IoU-Net the classifier also searches scale: three search regions 5 % apart, the
-# scale interpolated between them and damped. Chosen on validation sequences
-# (docs/results/tracking.md).
-CLASSIFIER_ONLY = {"box_mode": "scale", "size_update_rate": 0.6}
-
-# The scale search tracks as in atom; the IoU-Net refines the box that is reported for each
-# frame, and its box never becomes the next frame's state. The ascent's step was chosen on the
-# same sequences (benchmarks/head_one_step.py; docs/results/data-scaling.md).
-POLISHED = {**CLASSIFIER_ONLY, "box_mode": "polished", "box_step_length": 0.1}
-
+__all__ = ["build_atom", "create_atom_tracker"]
 
 def create_atom_tracker(
     weights: str | Path | None = None,
@@ -44,8 +25,8 @@ def create_atom_tracker(
 ) -> AtomTracker:
     """An :class:`AtomTracker` with an ImageNet backbone, built from :class:`AtomParams`.
 
-    The registered variants (:data:`ATOM`, :data:`ATOM_IOUNET`) call it with their parameter
-    sets, after their one check of the options (:meth:`~ebmtrack.tracking.registry.
+    The registered variants (:mod:`ebmtrack.tracking.atom.variants`) call it with their
+    parameter sets, after their one check of the options (:meth:`~ebmtrack.tracking.registry.
     TrackerVariant.check`: names, types, ranges, the backbone's name, weights where the box mode
     reads none); called directly, every parameter not given is :class:`AtomParams`' default and
     only the parameter dataclass checks its fields.
@@ -93,43 +74,16 @@ def build_atom(
     (a subclass of :class:`AtomParams`): IoU-Net and backbone as there."""
     atom_params = params_type(backbone=backbone, **params)
     require_device(atom_params.device)
-    iou_net = None
+    box_head = None
     if atom_params.box_mode in HEAD_MODES:  # loaded before the (slower) backbone is built
         if weights is None:
             weights = shipped_file("box-head", backbone, box_head_tag).path
-        iou_net = load_model(weights, expected="AtomIoUNet").requires_grad_(False)
-        made_for = iou_net.config.backbone
+        box_head = load_model(weights, expected="AtomIoUNet").requires_grad_(False)
+        made_for = box_head.config.backbone
         if made_for is not None and made_for != backbone:
             raise ValueError(
                 f"{weights} holds an IoU-Net for backbone {made_for!r}, not {backbone!r}"
             )
     confidence = resolve_calibrator(calibrator, backbone, "atom")
     net = create_backbone(backbone, pretrained=backbone_weights is None, weights=backbone_weights)
-    return tracker_type(net, iou_net, atom_params, confidence)
-
-
-ATOM = TrackerVariant(
-    create_atom_tracker,
-    {**CLASSIFIER_ONLY, "calibrator": "atom"},
-    AtomParams,
-    "ATOM's online classifier with a three-region scale search, no IoU-Net (the default)",
-    kind=OUR_TRACKER,
-)
-ATOM_IOUNET = TrackerVariant(
-    create_atom_tracker,
-    {"box_mode": "refine"},
-    AtomParams,
-    "ATOM as in the paper: the classifier's position, the box refined by an IoU-Net "
-    "(default: the one shipped for MobileNetV2)",
-    kind=OUR_TRACKER,
-)
-# The head of atom-polished: the NCE+ IoU-Net trained on the training pack.
-_PACK_HEAD = {"box_head_tag": "pack"}
-ATOM_POLISHED = TrackerVariant(
-    create_atom_tracker,
-    POLISHED | _PACK_HEAD,
-    AtomParams,
-    "ATOM's classifier and scale search track; an IoU-Net refines the reported box only, so "
-    "its errors never carry to the next frame (default: the pack-trained NCE+ head)",
-    kind=OUR_TRACKER,
-)
+    return tracker_type(net, box_head, atom_params, confidence)

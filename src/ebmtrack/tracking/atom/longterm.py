@@ -11,24 +11,12 @@ from pathlib import Path
 
 from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.iou_net import AtomIoUNet
-from ebmtrack.tracking.atom.factory import CLASSIFIER_ONLY, build_atom
+from ebmtrack.tracking.atom.factory import build_atom
 from ebmtrack.tracking.atom.longterm_params import AtomLTParams
 from ebmtrack.tracking.atom.tracker import AtomTracker
 from ebmtrack.tracking.longterm import LongTermMode
-from ebmtrack.tracking.registry import OUR_TRACKER, TrackerVariant
 
-__all__ = ["ATOM_LT", "LONG_TERM", "AtomLTTracker", "create_atom_lt_tracker"]
-
-# atom's parameters, a stricter not-found test (the lost decision: the classifier's peak below
-# 0.35 instead of 0.25, so that fewer frames of an absent target train the classifier), a
-# re-acquisition threshold of 0.45 anywhere in the frame and atom's own 0.25 in the search
-# region at the last position, chosen on spliced training clips (docs/results/long-term.md).
-LONG_TERM = {
-    **CLASSIFIER_ONLY,
-    "target_not_found_threshold": 0.35,
-    "redetect_threshold": 0.45,
-    "redetect_near_threshold": 0.25,
-}
+__all__ = ["AtomLTTracker", "create_atom_lt_tracker"]
 
 
 class AtomLTTracker(AtomTracker):
@@ -64,13 +52,3 @@ def create_atom_lt_tracker(
     """An :class:`AtomLTTracker` built as :func:`~ebmtrack.tracking.atom.factory.
     create_atom_tracker` builds ATOM; ``params`` are fields of :class:`AtomLTParams`."""
     return build_atom(AtomLTTracker, AtomLTParams, weights, backbone, backbone_weights, params)
-
-
-ATOM_LT = TrackerVariant(
-    create_atom_lt_tracker,
-    LONG_TERM,
-    AtomLTParams,
-    "atom with a long-term mode: reports status 'lost' when the classifier loses the target, "
-    "freezes its models, searches the whole frame and re-acquires the target",
-    kind=OUR_TRACKER,
-)

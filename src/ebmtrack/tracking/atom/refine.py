@@ -21,7 +21,7 @@ __all__ = ["ascend_iou"]
 
 
 def ascend_iou(
-    iou_net: AtomIoUNet,
+    head: AtomIoUNet,
     modulation: list[Tensor],
     test_features: list[Tensor],
     boxes: Tensor,
@@ -36,13 +36,13 @@ def ascend_iou(
     only where the predicted IoU does not drop; a rejected box halves its step length.
 
     Args:
-        iou_net: the IoU predictor (its BatchNorm layers in eval mode).
+        head: the IoU predictor (its BatchNorm layers in eval mode).
         modulation, test_features: as for :meth:`AtomIoUNet.predict_iou`, batch 1.
         boxes: (N, 4) xywh crop px.
         steps: number of ascent steps.
         step_length: initial step length.
         closed_form: compute IoUs and gradients with :class:`IoUGradient` (same values, a few
-            matrix products instead of autograd; needs a net from :func:`fold_iou_net`).
+            matrix products instead of autograd; needs a net from :func:`fold_box_head`).
         start_ious: if a list, the (N,) IoUs predicted for the boxes before the first step are
             appended to it (what a caller compares the result with, at no extra pass).
 
@@ -50,19 +50,19 @@ def ascend_iou(
         ``(boxes, ious)``: (N, 4) and (N,), detached; each IoU is >= the initial one of its box.
     """
 
-    modulated = iou_net.modulate(modulation, test_features)
+    modulated = head.modulate(modulation, test_features)
 
     def autograd_value_and_grad(b: Tensor, need_grad: bool = True) -> tuple[Tensor, Tensor | None]:
         if not need_grad:  # the last evaluation only decides acceptance
             with torch.no_grad():
-                return iou_net.predict_iou_modulated(modulated, b[None])[0], None
+                return head.predict_iou_modulated(modulated, b[None])[0], None
         b = b.detach().requires_grad_(True)
-        iou = iou_net.predict_iou_modulated(modulated, b[None])[0]
+        iou = head.predict_iou_modulated(modulated, b[None])[0]
         (grad,) = torch.autograd.grad(iou.sum(), b)
         return iou.detach(), grad
 
     if closed_form:
-        value_and_grad, grad_mode = IoUGradient(iou_net, modulated), torch.no_grad()
+        value_and_grad, grad_mode = IoUGradient(head, modulated), torch.no_grad()
     else:
         value_and_grad, grad_mode = autograd_value_and_grad, torch.enable_grad()
     with grad_mode:

@@ -15,9 +15,8 @@ from ebmtrack.tracking.calibrator import resolve_calibrator
 from ebmtrack.tracking.dimp.params import DiMPParams
 from ebmtrack.tracking.dimp.tracker import DiMPTracker
 from ebmtrack.tracking.params import require_device
-from ebmtrack.tracking.registry import OUR_TRACKER, TrackerVariant
 
-__all__ = ["DIMP_NCE_PLUS", "create_dimp_tracker"]
+__all__ = ["create_dimp_tracker"]
 
 logger = logging.getLogger("ebmtrack")
 
@@ -104,13 +103,3 @@ def create_dimp_tracker(
             torch.manual_seed(dimp_params.seed)
             classifier = DiMPClassifier(DiMPConfig.for_backbone(net))
     return DiMPTracker(net, classifier, box_head, dimp_params, confidence)
-
-
-DIMP_NCE_PLUS = TrackerVariant(
-    create_dimp_tracker,
-    {"calibrator": "dimp-nce+", "box_head_tag": "nce"},
-    DiMPParams,
-    "DiMP's classifier with the box refined by an EBM head trained with NCE+ (both shipped "
-    "for MobileNetV2)",
-    kind=OUR_TRACKER,
-)

@@ -10,7 +10,7 @@ Each class is one route; the experiment chooses it from its explicit switches
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from torch import nn
 from torch.utils.data import Dataset
@@ -19,8 +19,20 @@ from ..distributed import DistributedContext
 from ..feature_cache import FeatureCacheConfig
 from ..feature_stream import FeatureStreamConfig, StreamedPairs
 
-if TYPE_CHECKING:
-    from ..experiment import Experiment
+
+class Experiment(Protocol):
+    """What a route reads of an experiment
+    (:class:`~ebmtrack.training.experiment.Experiment`)."""
+
+    trainer: object
+
+    def build_datasets(self, num_pairs: int | None = None) -> tuple[Dataset, Dataset | None]: ...
+
+    def cache_key(self) -> str: ...
+
+    def cached_samples(
+        self, samples: Dataset, module: nn.Module, folder: Path, options: dict, training: bool
+    ) -> Dataset: ...
 
 FEATURES_FOLDER = "features"
 """The feature cache's folder inside the run folder, unless ``feature_cache.folder`` names one."""

@@ -18,6 +18,8 @@ never saw.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from ebmtrack.data.datasets.folder import load_folder
@@ -25,7 +27,7 @@ from ebmtrack.data.datasets.sequence import Sequence
 from ebmtrack.data.synthetic import SyntheticSequences
 from ebmtrack.data.textures import ImageTextures
 
-from .base import DataSource, SourceData
+from .base import DataSource, SourceData, register_source
 
 COLLECTIONS = ("sequences", "stills", "synthetic")
 """The collections of a folder or a training pack: the keys of ``data.weights``."""
@@ -102,13 +104,31 @@ def check_weights(source: str, weights) -> None:
         )
 
 
+@dataclass
+class FolderSettings:
+    """The ``data`` fields of ``source: folder``.
+
+    Attributes:
+        sequence_folder: a folder of OTB/VOT-style sequences (required).
+        holdout: names of its sequences left out of training; validation samples come from them.
+        synthetic_sequences: how many generated sequences textured with its frames.
+        weights: collection (:data:`COLLECTIONS`) -> relative sampling probability (default 1).
+    """
+
+    sequence_folder: str | None = None
+    holdout: list[str] = field(default_factory=list)
+    synthetic_sequences: int = 0
+    weights: dict[str, float] = field(default_factory=dict)
+
+
+@register_source
 class FolderSource(DataSource):
     """The sequences of ``data.sequence_folder`` except ``data.holdout``, their still frames and
     ``data.synthetic_sequences`` generated sequences textured with their frames (see the module
     docstring); validation on the held-out sequences."""
 
     name = "folder"
-    settings = ("sequence_folder", "holdout", "synthetic_sequences", "weights")
+    Settings = FolderSettings
     folder_setting = "sequence_folder"
 
     def check(self) -> None:

@@ -28,6 +28,7 @@ never from the test sequences.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ebmtrack.data.datasets.folder import load_folder
@@ -37,7 +38,7 @@ from ebmtrack.data.io import read_image
 from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequences
 from ebmtrack.data.textures import ImageTextures, ObjectPatches
 
-from .base import DataSource, SourceData
+from .base import DataSource, SourceData, register_source
 from .folder import check_weights, split_fold, still_frames
 
 PARTS = ("sequences", "coco128", "tiny-imagenet", "clips")
@@ -112,6 +113,32 @@ def pack_sources(
     return sources, held_out
 
 
+@dataclass
+class PackSettings:
+    """The ``data`` fields of ``source: pack``.
+
+    Attributes:
+        pack: a training pack folder (``sequences/``, ``stills/coco128/``,
+            ``stills/tiny-imagenet/``, ``clips/``; required).
+        pack_parts: the parts of ``pack`` used (``sequences`` always).
+        pack_tracks: train on the first this many of the pack's tracks (0: all).
+        holdout: names of the pack's sequences left out of training; validation samples come
+            from them.
+        synthetic_sequences: how many generated sequences with the pack's objects as targets.
+        synthetic: how the generated sequences look.
+        weights: collection -> relative sampling probability (default 1).
+    """
+
+    pack: str | None = None
+    pack_parts: list[str] = field(default_factory=lambda: list(DEFAULT_PARTS))
+    pack_tracks: int = 0
+    holdout: list[str] = field(default_factory=list)
+    synthetic_sequences: int = 0
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+    weights: dict[str, float] = field(default_factory=dict)
+
+
+@register_source
 class PackSource(DataSource):
     """The training pack ``data.pack``: the parts ``data.pack_parts``, the tracks except
     ``data.holdout`` (the first ``data.pack_tracks``), their still frames and
@@ -119,8 +146,7 @@ class PackSource(DataSource):
     the module docstring); validation on the held-out tracks (and clips)."""
 
     name = "pack"
-    settings = ("pack", "pack_parts", "pack_tracks", "holdout", "synthetic_sequences")
-    settings += ("synthetic", "weights")
+    Settings = PackSettings
     folder_setting = "pack"
 
     def check(self) -> None:

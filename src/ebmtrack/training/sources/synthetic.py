@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
-from ebmtrack.data.synthetic import SyntheticSequences
+from dataclasses import dataclass, field
 
-from .base import DataSource, SourceData
+from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequences
+
+from .base import DataSource, SourceData, register_source
 
 
+@dataclass
+class SyntheticSettings:
+    """The ``data`` fields of ``source: synthetic``: how many generated sequences, and how they
+    look."""
+
+    synthetic_sequences: int = 0
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+
+
+@register_source
 class SyntheticSource(DataSource):
     """``data.synthetic_sequences`` generated sequences that look as ``data.synthetic`` says;
     validation on a quarter as many (at least one) generated with the next seed, so its targets
     and textures are never seen in training."""
 
     name = "synthetic"
-    settings = ("synthetic_sequences", "synthetic")
+    Settings = SyntheticSettings
 
     def check(self) -> None:
         if self.data.synthetic_sequences <= 0:

@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from ebmtrack.cli.main import main
-from ebmtrack.studies.regression1d import StudyConfig, parse_methods, planned_runs, run_study
-from ebmtrack.studies.regression1d.data import sample_dataset, true_density
-from ebmtrack.studies.regression1d.floors import smoothed_target_kl, smoothed_true_density
-from ebmtrack.studies.regression1d.kl import evaluation_grid, grid_kl_divergence
-from ebmtrack.studies.regression1d.model import Regression1dEnergy, _Network
-from ebmtrack.studies.regression1d.report import best_mean, summarize, write_tables
-from ebmtrack.studies.regression1d.train import TrainConfig, train_model
+from ebmtrack.regression1d import StudyConfig, parse_methods, planned_runs, run_study
+from ebmtrack.regression1d.data import sample_dataset, true_density
+from ebmtrack.regression1d.floors import smoothed_target_kl, smoothed_true_density
+from ebmtrack.regression1d.kl import evaluation_grid, grid_kl_divergence
+from ebmtrack.regression1d.model import Regression1dEnergy, _Network
+from ebmtrack.regression1d.report import best_mean, summarize, write_tables
+from ebmtrack.regression1d.train import TrainConfig, train_model
 
 
 def _gaussian(grid, mean, std):

@@ -14,7 +14,7 @@ Even a model that reached that optimum exactly scores D_KL(p || p * k) > 0 on th
 (appendix B.3): :func:`smoothed_target_kl` computes it with the true density, the Gaussian parts
 convolved in closed form and the log-normal part of data set 1 numerically.
 
-Run ``python -m ebmtrack.studies.regression1d.floors`` to print the floors of both data sets.
+Run ``python -m ebmtrack.regression1d.floors`` to print the floors of both data sets.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ SMOOTHING_STDS: dict[str, tuple[float, ...]] = {
     "dsm": (0.2,),
 }
 """Standard deviations of the equal-weight Gaussian mixture k each method's target is smoothed
-with, from the B.4 hyper-parameters of :data:`~ebmtrack.studies.regression1d.methods.METHODS`."""
+with, from the B.4 hyper-parameters of :data:`~ebmtrack.regression1d.methods.METHODS`."""
 
 _QUADRATURE_POINTS = 801
 _QUADRATURE_HALF_WIDTH = 8.0  # in kernel standard deviations

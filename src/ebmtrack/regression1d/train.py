@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from ebmtrack.ebm import get_loss
-from ebmtrack.runtime import torch_threads
+from ebmtrack.process import torch_threads
 
 from .data import sample_dataset
 from .methods import METHODS, MethodSpec

@@ -25,7 +25,7 @@ import torch
 from safetensors.torch import save_file
 from tqdm import tqdm
 
-from ebmtrack.runtime import retain_freed_memory, torch_threads
+from ebmtrack.process import retain_freed_memory, torch_threads
 
 from .data import check_dataset
 from .kl import GRID_SIZE, model_kl

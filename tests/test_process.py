@@ -6,7 +6,7 @@ import cv2
 import pytest
 import torch
 
-from ebmtrack.runtime import (
+from ebmtrack.process import (
     DEFAULT_THREADS,
     configure_threads,
     retain_freed_memory,

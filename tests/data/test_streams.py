@@ -10,8 +10,8 @@ import cv2
 import numpy as np
 import pytest
 
-from ebmtrack.data import sources
-from ebmtrack.data.sources import BadFrame, open_source, source_kind
+from ebmtrack.data import streams
+from ebmtrack.data.streams import BadFrame, open_source, source_kind
 
 
 class FakeCapture:
@@ -89,7 +89,7 @@ def test_camera_index_opens_the_camera(monkeypatch):
         opened.append(target)
         return FakeCapture(bgr_frames(3))
 
-    monkeypatch.setattr(sources, "_open_capture", fake)
+    monkeypatch.setattr(streams, "_open_capture", fake)
     source = open_source("0")
     assert opened == [0] and source.live and source.kind == "camera"
     assert source.count is None and source.fps == 30.0  # the camera said 0
@@ -101,7 +101,7 @@ def test_camera_index_opens_the_camera(monkeypatch):
 def test_device_and_url_go_to_the_capture_as_typed(monkeypatch):
     opened = []
     monkeypatch.setattr(
-        sources, "_open_capture", lambda t: opened.append(t) or FakeCapture(bgr_frames(1), 25)
+        streams, "_open_capture", lambda t: opened.append(t) or FakeCapture(bgr_frames(1), 25)
     )
     url = "rtsp://user:pw@127.0.0.1:8554/cam?x=1"
     source = open_source(url)
@@ -113,7 +113,7 @@ def test_device_and_url_go_to_the_capture_as_typed(monkeypatch):
 def test_sources_that_do_not_open_say_what_they_are(monkeypatch):
     with pytest.raises(ValueError, match="cannot open device /dev/null as a video source"):
         open_source("/dev/null")
-    monkeypatch.setattr(sources, "_open_capture", lambda t: FakeCapture([], opened=False))
+    monkeypatch.setattr(streams, "_open_capture", lambda t: FakeCapture([], opened=False))
     with pytest.raises(ValueError, match="cannot open camera 3"):
         open_source("3")
     with pytest.raises(ValueError, match=r"cannot open stream rtsp://127\.0\.0\.1:8554/cam "):
