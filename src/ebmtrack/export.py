@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from ebmtrack.lite.files import FORMAT, MANIFEST, PARAMS, VERSION, file_sha256, is_export
-from ebmtrack.lite.tracker import BOX_MODES
+from ebmtrack.lite.params import BOX_MODES
 from ebmtrack.models.backbones.onnx_files import state_dict_sha256
 from ebmtrack.models.backbones.onnx_runtime import OPSET, OnnxBackbone
 from ebmtrack.models.backbones.runtime import int8_available

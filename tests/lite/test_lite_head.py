@@ -36,7 +36,7 @@ def folded():
         if isinstance(module, torch.nn.BatchNorm1d | torch.nn.BatchNorm2d):
             module.running_mean.uniform_(-0.2, 0.2)
             module.running_var.uniform_(0.5, 2.0)
-    return box_refine.fold_iou_net(net)
+    return box_refine.fold_box_head(net)
 
 
 def predictor(net) -> lite.Predictor:

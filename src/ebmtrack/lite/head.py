@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ebmtrack.lite.files import Export
+from ebmtrack.lite.onnx_session import Session
 from ebmtrack.lite.torch_random import TorchGenerator
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "feature_window",
     "hat_cdf",
     "jitter_proposals",
+    "load_head",
     "prroi_pool",
     "select_box",
 ]
@@ -328,3 +331,46 @@ class BoxHead:
             for feat, weights in zip(test_features, modulation, strict=True)
         ]
         return IoUGradient(self.predictor, modulated, self.scales, self.pools)
+
+
+def load_head(export: Export, threads: int) -> BoxHead:
+    head = export.manifest["head"]
+    files = head["files"]
+    with np.load(export.path(files["predictor"]), allow_pickle=False) as arrays:
+        names = (
+            "fine_weight",
+            "fine_bias",
+            "coarse_weight",
+            "coarse_bias",
+            "out_weight",
+            "out_bias",
+        )
+        missing = [name for name in names if name not in arrays]
+        if missing:
+            raise ValueError(f"{files['predictor']}: lacks {', '.join(missing)}")
+        a = {name: np.asarray(arrays[name], dtype=np.float32) for name in names}
+    for level in ("fine", "coarse"):
+        weight, bias = a[f"{level}_weight"], a[f"{level}_bias"]
+        if weight.ndim != 2 or bias.shape != (weight.shape[0],):
+            raise ValueError(
+                f"{files['predictor']}: {level} layer shapes {weight.shape}, {bias.shape}"
+            )
+    if a["out_weight"].shape != (a["fine_bias"].size + a["coarse_bias"].size,) or a[
+        "out_bias"
+    ].shape != (1,):
+        raise ValueError(f"{files['predictor']}: output layer shapes do not match")
+    predictor = Predictor(
+        (a["fine_weight"], a["coarse_weight"]),
+        (a["fine_bias"], a["coarse_bias"]),
+        a["out_weight"],
+        float(a["out_bias"][0]),
+    )
+    return BoxHead(
+        Session(export.path(files["reference"]), threads),
+        Session(export.path(files["modulation"]), threads),
+        Session(export.path(files["test"]), threads),
+        predictor,
+        head["layers"],
+        head["strides"],
+        head["pools"],
+    )

@@ -4,10 +4,7 @@ ONNX Runtime, NumPy and OpenCV, frame by frame as the torch trackers run
 localisation), estimate (the box mode), update (the sample memory and the classifier's CG
 steps), confidence.
 
-Box modes are rows of :data:`BOX_MODES`: whether the classifier's scale search sizes the box,
-whether the box head runs, whether its box becomes the state (the next frame's search region)
-or is only reported, and whether a gate on its predicted gain decides. A new mode made of these
-is one row.
+The box modes and the export's parameters: :mod:`ebmtrack.lite.params`.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ebmtrack.lite import classifier as cls
-from ebmtrack.lite.augment import augmented_crops, dropout_copies, num_augmented_crops
+from ebmtrack.lite.augment import augmented_crops, dropout_copies
 from ebmtrack.lite.confidence import Calibrator, ConfidenceEstimator
 from ebmtrack.lite.crop import (
     CropSpec,
@@ -32,100 +29,22 @@ from ebmtrack.lite.crop import (
 from ebmtrack.lite.files import Export, read_export
 from ebmtrack.lite.frames import as_rgb, clamp_target, clip_init_box
 from ebmtrack.lite.head import (
-    BoxHead,
-    Predictor,
     ascend_iou,
     blend_size,
     jitter_proposals,
+    load_head,
     select_box,
 )
 from ebmtrack.lite.localize import Localization, best_scale, localize, upsample_scores
 from ebmtrack.lite.memory import SampleMemory
 from ebmtrack.lite.onnx_session import Session
+from ebmtrack.lite.params import BOX_MODES, BoxMode, merge_options
 from ebmtrack.lite.result import TrackResult, TrackStatus
 from ebmtrack.lite.torch_random import TorchGenerator
 
 __all__ = ["BOX_MODES", "BoxMode", "LiteTracker", "load"]
 
 
-@dataclass(frozen=True)
-class BoxMode:
-    """What one ``box_mode`` does.
-
-    Attributes:
-        scale_search: the classifier's scale search (regions cropped ``scale_factors`` wider)
-            sizes the box.
-        head: the box head refines the box from the classifier's position.
-        head_state: the head's box becomes the state (without a scale search and with a damped
-            size, ``size_update_rate`` < 1, the head's own box is reported); else it is only
-            reported for the frame.
-        gate: the head's box is taken only where the head predicts a gain of at least
-            ``box_accept_margin`` over the start box.
-    """
-
-    scale_search: bool
-    head: bool = False
-    head_state: bool = False
-    gate: bool = False
-
-
-BOX_MODES: dict[str, BoxMode] = {
-    "position": BoxMode(scale_search=False),
-    "scale": BoxMode(scale_search=True),
-    "refine": BoxMode(scale_search=False, head=True, head_state=True),
-    "gated": BoxMode(scale_search=True, head=True, head_state=True, gate=True),
-    "polished": BoxMode(scale_search=True, head=True),
-}
-
-# The parameters the runtime reads (the torch tracker's AtomParams fields); an export that
-# lacks one is refused.
-REQUIRED = (
-    "search_area_scale",
-    "search_size",
-    "score_upsample",
-    "train_skipping",
-    "memory_size",
-    "learning_rate",
-    "hard_negative_learning_rate",
-    "init_samples_minimum_weight",
-    "aug_relative_shift",
-    "aug_random_shift_factor",
-    "aug_blur_sigmas",
-    "aug_rotations",
-    "aug_flip",
-    "aug_dropout",
-    "target_not_found_threshold",
-    "distractor_threshold",
-    "hard_negative_threshold",
-    "target_neighborhood_scale",
-    "displacement_scale",
-    "update_scale_when_uncertain",
-    "size_update_rate",
-    "num_random_proposals",
-    "proposal_center_jitter",
-    "proposal_size_jitter",
-    "max_aspect_ratio",
-    "min_target_size",
-    "seed",
-    "projection_dim",
-    "filter_size",
-    "pelu_alpha",
-    "filter_reg",
-    "projection_reg",
-    "sigma_factor",
-    "init_gn_iters",
-    "init_cg_iters",
-    "update_cg_iters",
-    "box_mode",
-    "box_steps",
-    "box_step_length",
-    "box_top_k",
-    "box_accept_margin",
-    "scale_factors",
-    "scale_search_interval",
-)
-# Fixed by the exported graphs: an override is refused.
-FIXED = ("search_size", "backbone", "device", "precision", "projection_dim", "filter_size")
 BACKBONE_RUNTIMES = ("auto", "onnx", "onnx-int8")
 TRAINING_DTYPES = ("float32", "float64")
 
@@ -159,57 +78,6 @@ class State:
         return np.concatenate([self.center - self.size / 2, self.size])
 
 
-def _merge_options(export: Export, options: dict) -> dict:
-    """The export's parameters with ``options`` applied (ValueError naming a bad one)."""
-    params = dict(export.params)
-    missing = [name for name in REQUIRED if name not in params]
-    if missing:
-        raise ValueError(f"{export.folder}: params.json lacks {', '.join(missing)}")
-    for name, value in options.items():
-        if name in FIXED:
-            raise ValueError(
-                f"{name} is fixed by the exported graphs ({params.get(name)!r}): export again "
-                f"with --option {name}=..."
-            )
-        if name not in params:
-            valid = ", ".join(sorted(set(params) - set(FIXED)))
-            raise ValueError(f"unknown option {name!r}; valid: {valid}")
-        old = params[name]
-        value = tuple(value) if isinstance(value, list) else value
-        same_kind = (
-            (isinstance(old, bool) and isinstance(value, bool))
-            or (
-                isinstance(old, int | float)
-                and not isinstance(old, bool)
-                and isinstance(value, int | float)
-                and not isinstance(value, bool)
-                and (isinstance(old, float) or isinstance(value, int))
-            )
-            or (isinstance(old, str) and isinstance(value, str))
-            or (isinstance(old, tuple) and isinstance(value, tuple))
-        )
-        if not same_kind:
-            raise ValueError(f"option {name} must be like {old!r}, got {value!r}")
-        params[name] = value
-    if params["box_mode"] not in BOX_MODES:
-        raise ValueError(
-            f"box_mode must be one of {', '.join(BOX_MODES)}, got {params['box_mode']!r}"
-        )
-    if BOX_MODES[params["box_mode"]].head and export.manifest.get("head") is None:
-        heads = ", ".join(name for name, mode in BOX_MODES.items() if not mode.head)
-        raise ValueError(
-            f"box_mode {params['box_mode']!r} needs a box head, and this export has none "
-            f"(its modes: {heads}): export a tracker with one (atom-polished, atom-iounet)"
-        )
-    if not (isinstance(params["seed"], int) and params["seed"] >= 0):
-        raise ValueError(f"seed must be an int >= 0, got {params['seed']!r}")
-    if params["memory_size"] <= num_augmented_crops(params) + params["aug_dropout"][0]:
-        raise ValueError(
-            f"memory_size must exceed the first-frame samples, got {params['memory_size']}"
-        )
-    return params
-
-
 class LiteTracker:
     """A tracker loaded from an export (:func:`load`), with the torch trackers' interface:
     ``initialize(frame, box)``, then ``track(frame)`` -> :class:`~ebmtrack.lite.result.
@@ -240,7 +108,7 @@ class LiteTracker:
         self.training_dtype = np.dtype(training_dtype)
         self.export = export
         self.name = str(manifest.get("tracker", "lite"))
-        self.params = params = _merge_options(export, options)
+        self.params = params = merge_options(export, options)
         self.mode = BOX_MODES[params["box_mode"]]
         backbone = manifest["backbone"]
         if backbone_runtime not in BACKBONE_RUNTIMES:
@@ -264,7 +132,7 @@ class LiteTracker:
         self.settings = cls.ClassifierSettings(
             params["pelu_alpha"], params["filter_reg"], params["projection_reg"]
         )
-        self.head = _load_head(export, threads) if self.mode.head else None
+        self.head = load_head(export, threads) if self.mode.head else None
         calibrator = manifest.get("calibrator")
         self.confidence = ConfidenceEstimator(
             Calibrator(_calibrator_entry(export, calibrator)) if calibrator else None
@@ -517,49 +385,6 @@ def _calibrator_entry(export: Export, name: str) -> dict:
     if not isinstance(data, dict):
         raise ValueError(f"{export.folder / name}: must hold a JSON object")
     return data
-
-
-def _load_head(export: Export, threads: int) -> BoxHead:
-    head = export.manifest["head"]
-    files = head["files"]
-    with np.load(export.path(files["predictor"]), allow_pickle=False) as arrays:
-        names = (
-            "fine_weight",
-            "fine_bias",
-            "coarse_weight",
-            "coarse_bias",
-            "out_weight",
-            "out_bias",
-        )
-        missing = [name for name in names if name not in arrays]
-        if missing:
-            raise ValueError(f"{files['predictor']}: lacks {', '.join(missing)}")
-        a = {name: np.asarray(arrays[name], dtype=np.float32) for name in names}
-    for level in ("fine", "coarse"):
-        weight, bias = a[f"{level}_weight"], a[f"{level}_bias"]
-        if weight.ndim != 2 or bias.shape != (weight.shape[0],):
-            raise ValueError(
-                f"{files['predictor']}: {level} layer shapes {weight.shape}, {bias.shape}"
-            )
-    if a["out_weight"].shape != (a["fine_bias"].size + a["coarse_bias"].size,) or a[
-        "out_bias"
-    ].shape != (1,):
-        raise ValueError(f"{files['predictor']}: output layer shapes do not match")
-    predictor = Predictor(
-        (a["fine_weight"], a["coarse_weight"]),
-        (a["fine_bias"], a["coarse_bias"]),
-        a["out_weight"],
-        float(a["out_bias"][0]),
-    )
-    return BoxHead(
-        Session(export.path(files["reference"]), threads),
-        Session(export.path(files["modulation"]), threads),
-        Session(export.path(files["test"]), threads),
-        predictor,
-        head["layers"],
-        head["strides"],
-        head["pools"],
-    )
 
 
 def load(

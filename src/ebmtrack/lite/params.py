@@ -1,0 +1,145 @@
+"""The parameters of an export as the torch-free tracker reads them: the box modes (rows of
+:data:`BOX_MODES`: whether the classifier's scale search sizes the box, whether the box head runs,
+whether its box becomes the state or is only reported, whether a gate on its predicted gain
+decides; a new mode made of these is one row), the parameters an export must hold, and the
+options a caller may change (:func:`merge_options`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ebmtrack.lite.augment import num_augmented_crops
+from ebmtrack.lite.files import Export
+
+__all__ = ["BOX_MODES", "FIXED", "REQUIRED", "BoxMode", "merge_options"]
+
+
+@dataclass(frozen=True)
+class BoxMode:
+    """What one ``box_mode`` does.
+
+    Attributes:
+        scale_search: the classifier's scale search (regions cropped ``scale_factors`` wider)
+            sizes the box.
+        head: the box head refines the box from the classifier's position.
+        head_state: the head's box becomes the state (without a scale search and with a damped
+            size, ``size_update_rate`` < 1, the head's own box is reported); else it is only
+            reported for the frame.
+        gate: the head's box is taken only where the head predicts a gain of at least
+            ``box_accept_margin`` over the start box.
+    """
+
+    scale_search: bool
+    head: bool = False
+    head_state: bool = False
+    gate: bool = False
+
+
+BOX_MODES: dict[str, BoxMode] = {
+    "position": BoxMode(scale_search=False),
+    "scale": BoxMode(scale_search=True),
+    "refine": BoxMode(scale_search=False, head=True, head_state=True),
+    "gated": BoxMode(scale_search=True, head=True, head_state=True, gate=True),
+    "polished": BoxMode(scale_search=True, head=True),
+}
+
+# The parameters the runtime reads (the torch tracker's AtomParams fields); an export that
+# lacks one is refused.
+REQUIRED = (
+    "search_area_scale",
+    "search_size",
+    "score_upsample",
+    "train_skipping",
+    "memory_size",
+    "learning_rate",
+    "hard_negative_learning_rate",
+    "init_samples_minimum_weight",
+    "aug_relative_shift",
+    "aug_random_shift_factor",
+    "aug_blur_sigmas",
+    "aug_rotations",
+    "aug_flip",
+    "aug_dropout",
+    "target_not_found_threshold",
+    "distractor_threshold",
+    "hard_negative_threshold",
+    "target_neighborhood_scale",
+    "displacement_scale",
+    "update_scale_when_uncertain",
+    "size_update_rate",
+    "num_random_proposals",
+    "proposal_center_jitter",
+    "proposal_size_jitter",
+    "max_aspect_ratio",
+    "min_target_size",
+    "seed",
+    "projection_dim",
+    "filter_size",
+    "pelu_alpha",
+    "filter_reg",
+    "projection_reg",
+    "sigma_factor",
+    "init_gn_iters",
+    "init_cg_iters",
+    "update_cg_iters",
+    "box_mode",
+    "box_steps",
+    "box_step_length",
+    "box_top_k",
+    "box_accept_margin",
+    "scale_factors",
+    "scale_search_interval",
+)
+# Fixed by the exported graphs: an override is refused.
+FIXED = ("search_size", "backbone", "device", "precision", "projection_dim", "filter_size")
+
+
+def merge_options(export: Export, options: dict) -> dict:
+    """The export's parameters with ``options`` applied (ValueError naming a bad one)."""
+    params = dict(export.params)
+    missing = [name for name in REQUIRED if name not in params]
+    if missing:
+        raise ValueError(f"{export.folder}: params.json lacks {', '.join(missing)}")
+    for name, value in options.items():
+        if name in FIXED:
+            raise ValueError(
+                f"{name} is fixed by the exported graphs ({params.get(name)!r}): export again "
+                f"with --option {name}=..."
+            )
+        if name not in params:
+            valid = ", ".join(sorted(set(params) - set(FIXED)))
+            raise ValueError(f"unknown option {name!r}; valid: {valid}")
+        old = params[name]
+        value = tuple(value) if isinstance(value, list) else value
+        same_kind = (
+            (isinstance(old, bool) and isinstance(value, bool))
+            or (
+                isinstance(old, int | float)
+                and not isinstance(old, bool)
+                and isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and (isinstance(old, float) or isinstance(value, int))
+            )
+            or (isinstance(old, str) and isinstance(value, str))
+            or (isinstance(old, tuple) and isinstance(value, tuple))
+        )
+        if not same_kind:
+            raise ValueError(f"option {name} must be like {old!r}, got {value!r}")
+        params[name] = value
+    if params["box_mode"] not in BOX_MODES:
+        raise ValueError(
+            f"box_mode must be one of {', '.join(BOX_MODES)}, got {params['box_mode']!r}"
+        )
+    if BOX_MODES[params["box_mode"]].head and export.manifest.get("head") is None:
+        heads = ", ".join(name for name, mode in BOX_MODES.items() if not mode.head)
+        raise ValueError(
+            f"box_mode {params['box_mode']!r} needs a box head, and this export has none "
+            f"(its modes: {heads}): export a tracker with one (atom-polished, atom-iounet)"
+        )
+    if not (isinstance(params["seed"], int) and params["seed"] >= 0):
+        raise ValueError(f"seed must be an int >= 0, got {params['seed']!r}")
+    if params["memory_size"] <= num_augmented_crops(params) + params["aug_dropout"][0]:
+        raise ValueError(
+            f"memory_size must exceed the first-frame samples, got {params['memory_size']}"
+        )
+    return params
