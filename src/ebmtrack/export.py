@@ -282,7 +282,7 @@ def export_tracker(name: str, out: str | Path, **options) -> Path:
             manifest["head"] = _export_head(tracker, staging)
         values = {f.name: _json_value(getattr(params, f.name)) for f in dataclasses.fields(params)}
         (staging / PARAMS).write_text(json.dumps(values, indent=1, sort_keys=True) + "\n")
-        calibrator = tracker.confidence_estimator.calibrator
+        calibrator = tracker.calibrator
         if calibrator is not None:
             entry = _json_value(dataclasses.asdict(calibrator))
             (staging / CALIBRATOR).write_text(json.dumps(entry, indent=1, sort_keys=True) + "\n")
@@ -317,7 +317,7 @@ def copy_state(source: AtomTracker, target) -> None:
     (docs/results/runtime.md)."""
     from ebmtrack.lite.memory import SampleMemory
 
-    state = source._state
+    state = source.state
     if state is None:
         raise ValueError("the torch tracker is not initialised")
     lite_state = target._state
