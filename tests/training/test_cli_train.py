@@ -189,3 +189,24 @@ def test_the_help_names_every_preset(capsys):
         main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert [name for name in PRESETS if name not in text] == []
+
+
+@pytest.mark.slow
+def test_a_resume_point_carries_the_run_to_a_new_folder(tmp_path, capsys):
+    out, moved = tmp_path / "run", tmp_path / "moved"
+    assert main(["train", "--out", str(out), "--epochs", "1", *TINY]) == 0
+    point = tmp_path / "point.safetensors"
+    assert main(["train", "--out", str(out), "--write-resume-point", str(point)]) == 0
+    assert "epoch 1, step 2 of" in capsys.readouterr().out
+    assert main(["train", "--out", str(moved), "--resume-from", str(point), "--epochs", "2"]) == 2
+    assert "--resume-from continues a run and takes only --out, not --epochs" in (
+        capsys.readouterr().err
+    )
+    assert main(["train", "--out", str(moved), "--resume-from", str(point)]) == 0
+    assert "restored epoch 1 (step 2)" in capsys.readouterr().out
+    # The resumed run had nothing left to train: its model is the first run's, exactly.
+    final = load_model(out / "iou_net.safetensors").state_dict()
+    again = load_model(moved / "iou_net.safetensors").state_dict()
+    assert all(torch.equal(value, again[key]) for key, value in final.items())
+    assert main(["train", "--out", str(moved), "--resume-from", str(point)]) == 2
+    assert "already holds a run" in capsys.readouterr().err

@@ -91,7 +91,7 @@ def test_a_few_steps_on_a_fixed_batch_lower_the_loss():
     module.train()
     optimizer = torch.optim.Adam([p for p in module.parameters() if p.requires_grad], lr=1e-3)
     losses = []
-    for _ in range(12):
+    for _ in range(24):  # the first steps are bumpy (12 ended at 0.76x on a Xeon)
         loss, stats = module(batch)
         losses.append(loss.item())
         optimizer.zero_grad()

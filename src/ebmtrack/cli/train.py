@@ -97,6 +97,21 @@ def add_parser(subparsers) -> None:
         help="write the model of the latest checkpoint of the run in --out to FILE and exit "
         "(a long run's model before it ends); takes no other flag",
     )
+    parser.add_argument(
+        "--write-resume-point",
+        type=Path,
+        metavar="FILE",
+        help="write the latest checkpoint of the run in --out, with its config, to the one small "
+        "file FILE (the optimizer's moments in bfloat16) and exit: what a fresh machine needs "
+        "to continue the run; takes no other flag",
+    )
+    parser.add_argument(
+        "--resume-from",
+        type=Path,
+        metavar="FILE",
+        help="start the empty run folder --out from the resume point FILE and continue the run "
+        "(as --resume does); takes no other config flag",
+    )
     add_progress_argument(parser)
     parser.set_defaults(
         func=run,
@@ -217,21 +232,69 @@ def _write_failed(err: Exception) -> bool:
     )
 
 
+def _only_out(args: argparse.Namespace, flag: str, what: str, allowed: tuple[str, ...]) -> None:
+    """Refuse every config flag beside ``flag`` (and ``allowed``), in one line."""
+    changes = _flag_changes(args)
+    given = {
+        **changes["trainer"],
+        "resume": args.resume or None,
+        "set": args.set,
+        "config": args.config,
+        "preset": args.preset if args.preset != DEFAULT_PRESET else None,
+        "export": args.export,
+        "write_resume_point": args.write_resume_point,
+        "resume_from": args.resume_from,
+    }
+    extra = sorted(
+        name
+        for name, value in given.items()
+        if value not in (None, [], False) and name not in (flag, *allowed)
+    )
+    if extra or len(changes) > 1:
+        flags = ", ".join(f"--{name.replace('_', '-')}" for name in extra) or "a config flag"
+        raise CLIError(f"--{flag.replace('_', '-')} {what} and takes only --out, not {flags}")
+
+
 def export(args: argparse.Namespace) -> int:
     from ebmtrack.training.runs import export_checkpoint
 
-    given = {**_flag_changes(args)["trainer"], "resume": args.resume or None, "set": args.set}
-    given.update(preset=args.preset if args.preset != DEFAULT_PRESET else None)
-    extra = sorted(name for name, value in given.items() if value not in (None, [], False))
-    if extra or len(_flag_changes(args)) > 1:
-        flags = ", ".join(f"--{name.replace('_', '-')}" for name in extra) or "a config flag"
-        raise CLIError(f"--export writes a run's checkpoint and takes only --out, not {flags}")
+    _only_out(args, "export", "writes a run's checkpoint", ())
     try:
         epoch = export_checkpoint(args.out, args.export)
     except (ValueError, FileNotFoundError) as err:
         raise CLIError(f"--export: {err}") from None
     print(f"wrote {args.export} (the model of epoch {epoch} of {args.out})")
     return 0
+
+
+def write_resume_point(args: argparse.Namespace) -> int:
+    from ebmtrack.training.resume_point import write_resume_point
+
+    _only_out(args, "write_resume_point", "writes a run's resume point", ())
+    try:
+        checkpoint = write_resume_point(args.out, args.write_resume_point)
+    except (ValueError, FileNotFoundError) as err:
+        raise CLIError(f"--write-resume-point: {err}") from None
+    size = args.write_resume_point.stat().st_size / 1e6
+    print(
+        f"wrote {args.write_resume_point} ({size:.1f} MB: epoch {checkpoint.epoch}, step "
+        f"{checkpoint.global_step} of {args.out}); continue with: ebmtrack train --out DIR "
+        f"--resume-from {args.write_resume_point}"
+    )
+    return 0
+
+
+def restore(args: argparse.Namespace) -> None:
+    """Restore ``--resume-from`` into ``--out``; the run then resumes from it."""
+    from ebmtrack.training.resume_point import restore_resume_point
+
+    _only_out(args, "resume_from", "continues a run", ("resume",))
+    try:
+        checkpoint = restore_resume_point(args.resume_from, args.out)
+    except (ValueError, FileNotFoundError) as err:
+        raise CLIError(f"--resume-from: {err}") from None
+    print(f"restored epoch {checkpoint.epoch} (step {checkpoint.global_step}) into {args.out}")
+    args.resume = True
 
 
 def run(args: argparse.Namespace) -> int:
@@ -241,7 +304,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.export is not None:
         return export(args)
+    if args.write_resume_point is not None:
+        return write_resume_point(args)
     check_output_folder(args.out)
+    if args.resume_from is not None:
+        restore(args)
     config = build_config(args)
     check_inputs(config, args)
     with threads(args.threads):
