@@ -195,7 +195,7 @@ def test_the_help_names_every_preset(capsys):
 def test_a_resume_point_carries_the_run_to_a_new_folder(tmp_path, capsys):
     out, moved = tmp_path / "run", tmp_path / "moved"
     assert main(["train", "--out", str(out), "--epochs", "1", *TINY]) == 0
-    point = tmp_path / "point.safetensors"
+    point = tmp_path / "point.safetensors.gz"
     assert main(["train", "--out", str(out), "--write-resume-point", str(point)]) == 0
     assert "epoch 1, step 2 of" in capsys.readouterr().out
     assert main(["train", "--out", str(moved), "--resume-from", str(point), "--epochs", "2"]) == 2

@@ -35,7 +35,7 @@ def a_run(folder, steps: int = 3):
 
 def test_a_restored_point_is_the_checkpoint_with_its_moments_rounded(tmp_path):
     original = a_run(tmp_path / "run")
-    point = tmp_path / "point.safetensors"
+    point = tmp_path / "point.safetensors.gz"
     assert write_resume_point(tmp_path / "run", point).epoch == 4
     restored = restore_resume_point(point, tmp_path / "moved")
     assert (restored.epoch, restored.global_step) == (4, 3)
@@ -69,14 +69,14 @@ def test_a_restored_point_is_the_checkpoint_with_its_moments_rounded(tmp_path):
 
 def test_a_point_is_restored_only_into_an_empty_folder_and_only_from_a_point(tmp_path):
     a_run(tmp_path / "run")
-    point = tmp_path / "point.safetensors"
+    point = tmp_path / "point.safetensors.gz"
     write_resume_point(tmp_path / "run", point)
     with pytest.raises(ValueError, match="already holds a run"):
         restore_resume_point(point, tmp_path / "run")
-    (tmp_path / "other.safetensors").write_bytes(b"not a point")
+    (tmp_path / "other.safetensors.gz").write_bytes(b"not a point")
     with pytest.raises(ValueError, match="is not a resume point"):
-        restore_resume_point(tmp_path / "other.safetensors", tmp_path / "new")
+        restore_resume_point(tmp_path / "other.safetensors.gz", tmp_path / "new")
     with pytest.raises(FileNotFoundError):
-        restore_resume_point(tmp_path / "missing.safetensors", tmp_path / "new")
+        restore_resume_point(tmp_path / "missing.safetensors.gz", tmp_path / "new")
     with pytest.raises(ValueError, match="holds no checkpoint yet"):
         write_resume_point(tmp_path / "new", point)
