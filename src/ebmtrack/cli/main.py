@@ -17,6 +17,7 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -37,6 +38,26 @@ class CLIError(Exception):
 class Terminated(KeyboardInterrupt):
     """Raised in the main thread when the process receives SIGTERM, so that ``finally`` blocks
     (stopping worker processes, keeping partial outputs) run as on Ctrl-C."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser with the command's error rules.
+
+    - An argument error is one line, ``ebmtrack COMMAND: error: argument --threads: must be an
+      integer >= 0, got '-1'`` (which argument, what is valid), exit status 2, no usage dump:
+      ``--help`` shows the usage.
+    - A word that starts with ``-`` and a digit (``-5,10,30,30``, ``-1``, ``-.5``) is a value,
+      never an option: no option of ours starts with a digit, and argparse by default reads only
+      plain negative numbers as values, so ``--init -5,10,30,30`` would fail.
+    Sub-parsers are of the same class (argparse makes them with the parent's class).
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\.?\d")
+
+    def error(self, message: str):
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
 def non_negative_int(text: str) -> int:
@@ -178,6 +199,34 @@ def check_output_file(path: Path, flag: str) -> None:
         raise CLIError(f"{flag} {path}: {problem}")
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a == b or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+def check_not_an_input(path: Path, flag: str, inputs: dict[str, Path | None]) -> None:
+    """Refuse an output that would replace an input: ``path`` that is one of ``inputs`` (what ->
+    path; a link or another name of the same file counts) or lies inside an input folder.
+    CLIError naming ``flag``; nothing is written by a refused command."""
+    target = path.resolve()
+    for what, source in inputs.items():
+        if source is None or not Path(source).exists():
+            continue
+        found = Path(source).resolve()
+        if found.is_dir() and (target == found or found in target.parents):
+            raise CLIError(
+                f"{flag} {path}: lies inside the {what} {source}; an output never goes into "
+                "its input: give a path outside it"
+            )
+        if _same_file(target, found):
+            raise CLIError(
+                f"{flag} {path}: is the {what} itself; an output never replaces its input: "
+                "give another path"
+            )
+
+
 def _os_error_line(err: OSError) -> str:
     """``PATH: CAUSE`` for an OSError that names a path, else its text."""
     if err.strerror and err.filename is not None:
@@ -223,7 +272,7 @@ def _on_sigterm(signum, frame) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from ebmtrack import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="ebmtrack",
         description="Visual object tracking with energy-based regression.",
     )

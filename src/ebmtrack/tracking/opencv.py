@@ -174,7 +174,9 @@ class OpenCVTracker:
         ok, box = self._tracker.update(self._to_bgr(frame))
         score = float("nan")
         if hasattr(self._tracker, "getTrackingScore"):
-            score = float(self._tracker.getTrackingScore())
+            # OpenCV answers -1 for the trackers that compute no score (CSRT, KCF, ...): none.
+            found = float(self._tracker.getTrackingScore())
+            score = found if found >= 0 else float("nan")
         box = np.asarray(box, dtype=np.float64)
         if not ok or box[2] <= 0 or box[3] <= 0:
             return TrackResult(self._box.copy(), score, TrackStatus.NOT_FOUND)
