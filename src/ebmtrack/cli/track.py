@@ -401,7 +401,7 @@ def _loop(tracker, first, boxes, source, outputs: _Outputs, progress, done: _Run
         if frame is None:
             return
         if isinstance(frame, BadFrame):
-            logger.warning("frame %d skipped: %s", frame.index + 1, frame.reason)
+            logger.warning("%s; skipped (--on-bad-frame skip)", frame.reason)
             done.skipped.append(frame.index + 1)
             last = [(box, math.nan, SKIPPED, math.nan) for box, *_ in last]
             frame = None
