@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 # Module names under ebmtrack.cli, in the order --help lists them.
-SUBCOMMANDS: tuple[str, ...] = ("demo", "eval", "export", "regress1d", "train", "track")
+SUBCOMMANDS: tuple[str, ...] = ("demo", "eval", "export", "regress1d", "train", "track", "trackers")
 
 EXIT_ERROR, EXIT_BROKEN_PIPE, EXIT_SIGINT, EXIT_SIGTERM = 2, 141, 130, 143
 
@@ -252,8 +252,21 @@ class _Formatter(logging.Formatter):
         return f"ebmtrack {self.command}: {record.levelname.lower()}: {record.getMessage()}"
 
 
+class _LineHandler(logging.StreamHandler):
+    """Each record on a line of its own, also while a progress bar is drawn: tqdm clears the
+    bar, the line is written, the bar is drawn again below it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from tqdm import tqdm
+
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:
+            self.handleError(record)
+
+
 def _setup_logging(command: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _LineHandler(sys.stderr)
     handler.setFormatter(_Formatter(command))
     handler.ebmtrack_cli = True
     root = logging.getLogger()
@@ -283,17 +296,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_OPENCV_LEVELS = {"SILENT": 0, "FATAL": 1, "ERROR": 2, "WARNING": 3, "INFO": 4, "DEBUG": 5}
+
+
+def _quiet_opencv() -> None:
+    """No OpenCV or FFmpeg chatter between our lines (``[ WARN:0@0.1] global cap_v4l.cpp ...``):
+    what goes wrong with a video, a camera, a tracker or a model file is reported by ebmtrack
+    itself. The environment variables hold unless set already; OpenCV reads its own only when
+    first imported, so where it is loaded already its level is set as well."""
+    os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
+    level = _OPENCV_LEVELS.get(os.environ["OPENCV_LOG_LEVEL"].upper())
+    cv2 = sys.modules.get("cv2")
+    if level is not None and cv2 is not None and hasattr(cv2, "setLogLevel"):
+        cv2.setLogLevel(level)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _quiet_opencv()  # before the sub-commands' modules import OpenCV
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:  # no command: a usage error, as argparse's
         parser.print_help(sys.stderr)
         return EXIT_ERROR
     command = args.command
-    # No OpenCV or FFmpeg chatter between our lines: what goes wrong with a video, a tracker
-    # or a model file is reported by ebmtrack itself.
-    os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
-    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
+    _quiet_opencv()
     _setup_logging(command)
     # What an interrupted command keeps, e.g. "the same command resumes" (format of args).
     interrupted_note = getattr(args, "interrupted_note", "").format(**vars(args))
