@@ -84,11 +84,16 @@ def test_readme_tracker_table_matches_the_tracking_page():
 
 
 def test_the_demo_score_is_the_same_on_every_page():
+    # The int8 backbone's demo AUC depends on the CPU: the README states the range measured on
+    # two machines, and docs/demo.md and docs/guide.md the same one; the install routes' run
+    # (the earlier bfloat16 path) matches docs/demo.md's dated output.
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     demo = (ROOT / "docs" / "demo.md").read_text(encoding="utf-8")
+    guide = (ROOT / "docs" / "guide.md").read_text(encoding="utf-8")
     routes = (ROOT / "docs" / "results" / "install-routes.md").read_text(encoding="utf-8")
+    ((low, high),) = re.findall(r"AUC (\d+\.\d)-(\d+\.\d)", readme)
+    assert f"{low}-{high}" in guide and low in demo and high in demo
     (shown,) = re.findall(r"^AUC\s+(\d+\.\d)$", demo, re.MULTILINE)
-    assert f"AUC {shown}" in readme
     measured = re.findall(r"\*\*(\d+\.\d+)\*\*", routes)
     assert measured and all(f"{float(m):.1f}" == shown for m in measured), (shown, measured)
 

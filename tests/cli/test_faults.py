@@ -185,7 +185,8 @@ def test_undecodable_frame_keeps_the_old_file_and_a_partial(sequence, tmp_path, 
     out.write_text("an earlier run\n")
     args = ["track", sequence, "--init", INIT, "--tracker", "kcf", "--out", out, "--render", render]
     line = error_line(cli(*args, "--no-progress"), "track")
-    assert line.startswith(f"ebmtrack track: error: cannot decode image: {sequence}/img/0005.png")
+    prefix = f"ebmtrack track: error: frame 5: cannot decode image: {sequence}/img/0005.png"
+    assert line.startswith(prefix)
     assert line.endswith(
         f"4 of 6 boxes written to {out}.partial; 4 of 6 frames written to {render}.partial"
     )

@@ -19,9 +19,15 @@ def _jpeg_frames(folder, damage):
     return folder
 
 
-def test_a_truncated_jpeg_is_one_warning_of_ours(tmp_path):
-    # Cut short, the frame still decodes (libjpeg fills the rest) and libjpeg says so itself.
-    folder = _jpeg_frames(tmp_path / "seq", lambda k, d: d[: len(d) * 4 // 5] if k == 3 else d)
+def _extraneous(data: bytes) -> bytes:
+    """A whole JPEG with 16 stray bytes before its end marker: it decodes, and libjpeg
+    prints "Corrupt JPEG data: 10 extraneous bytes before marker 0xd9" itself. (A JPEG cut short
+    is a bad frame of ours: tests/cli/test_bad_frames.py.)"""
+    return data[:-2] + bytes(16) + data[-2:]
+
+
+def test_a_damaged_jpeg_is_one_warning_of_ours(tmp_path):
+    folder = _jpeg_frames(tmp_path / "seq", lambda k, d: _extraneous(d) if k == 3 else d)
     flags = ["--tracker", "kcf", "--init", "20,20,20,20", "--no-progress"]
     done = ebmtrack("track", folder, *flags)
     assert done.returncode == 0, done.stderr
@@ -30,9 +36,9 @@ def test_a_truncated_jpeg_is_one_warning_of_ours(tmp_path):
     assert all(line.startswith("ebmtrack track: ") for line in lines), lines  # ours only
     warning = (
         "ebmtrack track: warning: the image / video decoders reported damaged input 1 time(s), "
-        "first: Premature end of JPEG file"
+        "first: Corrupt JPEG data: "
     )
-    assert lines[-1] == warning and done.stderr.count("Premature end of JPEG file") == 1
+    assert lines[-1].startswith(warning) and done.stderr.count("Corrupt JPEG data") == 1
 
 
 def test_an_undecodable_jpeg_is_the_error_line_alone(tmp_path):

@@ -138,7 +138,7 @@ def test_unreadable_frame_keeps_the_boxes_written_so_far(sequence, tmp_path, cap
     partial = tmp_path / "boxes.txt.partial"
     assert len(partial.read_text().splitlines()) == 3
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("ebmtrack track: error: cannot decode image")
+    assert err[-1].startswith("ebmtrack track: error: frame 4: cannot decode image")
     assert err[-1].endswith(f"3 of 5 boxes written to {partial}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["boxes.txt", "boxes.txt.partial", "seq"]
 

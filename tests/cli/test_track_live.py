@@ -185,7 +185,7 @@ def test_bad_frame_skipped_or_stop(sequence, tmp_path, run):
     rows = [r.split(",") for r in out.read_text().splitlines()[1:]]
     assert len(rows) == 6 and rows[3][7] == "skipped" and rows[3][6] == "nan"
     assert rows[3][2:6] == rows[2][2:6]  # the box carried over
-    assert err.splitlines()[0].startswith("ebmtrack track: warning: frame 4 skipped: cannot decode")
+    assert err.splitlines()[0].startswith("ebmtrack track: warning: frame 4: cannot decode")
     assert "1 unreadable frame(s) skipped" in err
     code, _, err = run(sequence, "--init", INIT, "--out", out, "--on-bad-frame", "stop")
     assert code == 2 and "3 of 6 boxes written" in err

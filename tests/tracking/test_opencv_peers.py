@@ -113,3 +113,13 @@ def test_registry_names_and_errors():
         assert lazy.build_function is OpenCVTracker
     finally:
         del TRACKERS["kcf-copy"], TRACKERS["lazy-peer"]
+
+
+@pytest.mark.parametrize("kind", ["csrt", "kcf"])
+def test_a_peer_without_a_score_reports_none(kind):
+    # OpenCV answers -1 where a tracker computes no score; that is no score (NaN, null in jsonl).
+    frames, boxes = _translating_square(num_frames=3)
+    tracker = OpenCVTracker(kind)
+    tracker.initialize(frames[0], boxes[0])
+    result = tracker.track(frames[1])
+    assert np.isnan(result.score)

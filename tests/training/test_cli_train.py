@@ -5,7 +5,7 @@ import torch
 import yaml
 
 from ebmtrack.cli.main import main
-from ebmtrack.models.serialization import load_model
+from ebmtrack.models.serialization import load_model, read_provenance
 from ebmtrack.training.config import config_to_dict, read_config_file, save_config
 from ebmtrack.training.dimp import DiMPTrainingConfig
 from ebmtrack.training.presets import preset_config
@@ -40,6 +40,11 @@ def test_train_then_resume_to_more_epochs(tmp_path, capsys):
     assert (out / "config.yaml").is_file() and (out / "checkpoints" / "epoch-0001").is_dir()
     first = load_model(out / "iou_net.safetensors", expected="AtomIoUNet")
     assert first.config.backbone == "mobilenetv2"
+    # The head says which backbone weights its features came from (synthetic-smoke's random
+    # ones), so a tracker with the ImageNet weights refuses it.
+    provenance = read_provenance(out / "iou_net.safetensors")
+    assert provenance["backbone_weights_from"].startswith("random initialisation")
+    assert "cpu: backbone eager float32" in provenance["trained_on"]
 
     # Starting over in the same folder is refused; --resume reads the run's saved config and
     # --epochs extends it.

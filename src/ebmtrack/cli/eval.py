@@ -12,6 +12,7 @@ from ebmtrack.cli.main import (
     add_out_argument,
     add_progress_argument,
     add_threads_argument,
+    check_not_an_input,
     check_output_folder,
     non_negative_int,
     positive_int,
@@ -332,6 +333,7 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise CLIError(f"--seen names sequences not in the data set: {', '.join(unknown)}")
     check_output_folder(args.out)
+    check_not_an_input(args.out, "--out", {"data set": Path(root)})
     specs, built = _specs(args, labels, create=not args.report_only)
     runs = args.runs or 1
     if args.report_only:

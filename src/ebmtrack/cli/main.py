@@ -17,6 +17,7 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -25,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 # Module names under ebmtrack.cli, in the order --help lists them.
-SUBCOMMANDS: tuple[str, ...] = ("demo", "eval", "export", "regress1d", "train", "track")
+SUBCOMMANDS: tuple[str, ...] = ("demo", "eval", "export", "regress1d", "train", "track", "trackers")
 
 EXIT_ERROR, EXIT_BROKEN_PIPE, EXIT_SIGINT, EXIT_SIGTERM = 2, 141, 130, 143
 
@@ -37,6 +38,26 @@ class CLIError(Exception):
 class Terminated(KeyboardInterrupt):
     """Raised in the main thread when the process receives SIGTERM, so that ``finally`` blocks
     (stopping worker processes, keeping partial outputs) run as on Ctrl-C."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser with the command's error rules.
+
+    - An argument error is one line, ``ebmtrack COMMAND: error: argument --threads: must be an
+      integer >= 0, got '-1'`` (which argument, what is valid), exit status 2, no usage dump:
+      ``--help`` shows the usage.
+    - A word that starts with ``-`` and a digit (``-5,10,30,30``, ``-1``, ``-.5``) is a value,
+      never an option: no option of ours starts with a digit, and argparse by default reads only
+      plain negative numbers as values, so ``--init -5,10,30,30`` would fail.
+    Sub-parsers are of the same class (argparse makes them with the parent's class).
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\.?\d")
+
+    def error(self, message: str):
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
 def non_negative_int(text: str) -> int:
@@ -178,6 +199,34 @@ def check_output_file(path: Path, flag: str) -> None:
         raise CLIError(f"{flag} {path}: {problem}")
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a == b or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+def check_not_an_input(path: Path, flag: str, inputs: dict[str, Path | None]) -> None:
+    """Refuse an output that would replace an input: ``path`` that is one of ``inputs`` (what ->
+    path; a link or another name of the same file counts) or lies inside an input folder.
+    CLIError naming ``flag``; nothing is written by a refused command."""
+    target = path.resolve()
+    for what, source in inputs.items():
+        if source is None or not Path(source).exists():
+            continue
+        found = Path(source).resolve()
+        if found.is_dir() and (target == found or found in target.parents):
+            raise CLIError(
+                f"{flag} {path}: lies inside the {what} {source}; an output never goes into "
+                "its input: give a path outside it"
+            )
+        if _same_file(target, found):
+            raise CLIError(
+                f"{flag} {path}: is the {what} itself; an output never replaces its input: "
+                "give another path"
+            )
+
+
 def _os_error_line(err: OSError) -> str:
     """``PATH: CAUSE`` for an OSError that names a path, else its text."""
     if err.strerror and err.filename is not None:
@@ -203,8 +252,21 @@ class _Formatter(logging.Formatter):
         return f"ebmtrack {self.command}: {record.levelname.lower()}: {record.getMessage()}"
 
 
+class _LineHandler(logging.StreamHandler):
+    """Each record on a line of its own, also while a progress bar is drawn: tqdm clears the
+    bar, the line is written, the bar is drawn again below it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from tqdm import tqdm
+
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:
+            self.handleError(record)
+
+
 def _setup_logging(command: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _LineHandler(sys.stderr)
     handler.setFormatter(_Formatter(command))
     handler.ebmtrack_cli = True
     root = logging.getLogger()
@@ -223,7 +285,7 @@ def _on_sigterm(signum, frame) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from ebmtrack import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="ebmtrack",
         description="Visual object tracking with energy-based regression.",
     )
@@ -234,17 +296,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_OPENCV_LEVELS = {"SILENT": 0, "FATAL": 1, "ERROR": 2, "WARNING": 3, "INFO": 4, "DEBUG": 5}
+
+
+def _quiet_opencv() -> None:
+    """No OpenCV or FFmpeg chatter between our lines (``[ WARN:0@0.1] global cap_v4l.cpp ...``):
+    what goes wrong with a video, a camera, a tracker or a model file is reported by ebmtrack
+    itself. The environment variables hold unless set already; OpenCV reads its own only when
+    first imported, so where it is loaded already its level is set as well."""
+    os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
+    level = _OPENCV_LEVELS.get(os.environ["OPENCV_LOG_LEVEL"].upper())
+    cv2 = sys.modules.get("cv2")
+    if level is not None and cv2 is not None and hasattr(cv2, "setLogLevel"):
+        cv2.setLogLevel(level)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _quiet_opencv()  # before the sub-commands' modules import OpenCV
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:  # no command: a usage error, as argparse's
         parser.print_help(sys.stderr)
         return EXIT_ERROR
     command = args.command
-    # No OpenCV or FFmpeg chatter between our lines: what goes wrong with a video, a tracker
-    # or a model file is reported by ebmtrack itself.
-    os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
-    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
+    _quiet_opencv()
     _setup_logging(command)
     # What an interrupted command keeps, e.g. "the same command resumes" (format of args).
     interrupted_note = getattr(args, "interrupted_note", "").format(**vars(args))

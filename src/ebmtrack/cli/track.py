@@ -32,6 +32,7 @@ from ebmtrack.cli.main import (
     add_out_argument,
     add_progress_argument,
     add_threads_argument,
+    check_not_an_input,
     check_output_file,
     threads,
 )
@@ -42,6 +43,7 @@ from ebmtrack.cli.track_outputs import (
     SKIPPED,
     AtomicOutput,
     BoxWriter,
+    check_out_suffix,
     open_renderer,
     resolve_format,
 )
@@ -184,15 +186,34 @@ def _init_boxes(args: argparse.Namespace) -> list | None:
     return boxes
 
 
+def _inputs(args: argparse.Namespace) -> dict[str, Path | None]:
+    """What the run reads from files, by what it is (a path an output must not replace)."""
+    return {
+        "source": Path(args.source),
+        "--init-file": args.init_file,
+        "--weights file": args.weights,
+        "--backbone-weights file": args.backbone_weights,
+        "--peer-models folder": args.peer_models,
+    }
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
+    """Outputs never replace an input, each other, or land in a file of another kind."""
     for flag, path in (("--out", args.out), ("--render", args.render)):
         if path is not None:
             check_output_file(path, flag)
+            check_not_an_input(path, flag, _inputs(args))
     if args.out and args.render and args.out.resolve() == args.render.resolve():
-        raise CLIError("--out and --render name the same file")
+        raise CLIError(
+            f"--out {args.out} and --render {args.render} name the same file: give two paths"
+        )
     if args.render is not None and args.render.suffix.lower() not in RENDER_SUFFIXES:
         suffixes = ", ".join(RENDER_SUFFIXES)
         raise CLIError(f"--render {args.render}: give a file ending in {suffixes}")
+    try:
+        check_out_suffix(args.format, args.out)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -380,7 +401,7 @@ def _loop(tracker, first, boxes, source, outputs: _Outputs, progress, done: _Run
         if frame is None:
             return
         if isinstance(frame, BadFrame):
-            logger.warning("frame %d skipped: %s", frame.index + 1, frame.reason)
+            logger.warning("%s; skipped (--on-bad-frame skip)", frame.reason)
             done.skipped.append(frame.index + 1)
             last = [(box, math.nan, SKIPPED, math.nan) for box, *_ in last]
             frame = None

@@ -27,13 +27,40 @@ RENDER_SUFFIXES = (".mp4", ".gif", ".avi", ".mkv", ".webm")
 SKIPPED = "skipped"  # the status of a frame that could not be read (--on-bad-frame skip)
 
 
+BOX_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".txt": "txt"}
+# Suffixes of pictures and videos: a boxes file (text) is never written under one of them.
+MEDIA_SUFFIXES = (
+    *RENDER_SUFFIXES, ".mov", ".m4v", ".wmv", ".flv", ".mpg", ".mpeg", ".ts", ".y4m",
+    ".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp",
+)  # fmt: skip
+
+
+def check_out_suffix(name: str, out: Path | None) -> None:
+    """ValueError when ``--out``'s suffix says another kind of file than ``--format NAME``
+    writes: a picture's or video's (``runs/x.mp4``), or another boxes format's
+    (``--format csv --out b.txt``). Other suffixes (none, ``.out``) take any format."""
+    if out is None:
+        return
+    suffix = out.suffix.lower()
+    if suffix in MEDIA_SUFFIXES:
+        raise ValueError(
+            f"--out {out}: a boxes file is text, not {suffix}; give --out a .txt, .csv or "
+            ".jsonl name (--render FILE writes the video)"
+        )
+    named = BOX_SUFFIXES.get(suffix)
+    if name != "auto" and named is not None and named != name:
+        raise ValueError(
+            f"--out {out}: the suffix says {named}, --format says {name}; make them agree "
+            f"(--format auto picks by the suffix)"
+        )
+
+
 def resolve_format(name: str, out: Path | None, targets: int) -> str:
     """The format ``--format NAME`` means for ``--out`` and this many targets; ValueError for
     ``txt`` with several targets (that format holds one)."""
     if name == "auto":
         suffix = out.suffix.lower() if out is not None else ""
-        by_suffix = {".csv": "csv", ".jsonl": "jsonl", ".txt": "txt"}
-        name = by_suffix.get(suffix, "txt" if targets == 1 else "csv")
+        name = BOX_SUFFIXES.get(suffix, "txt" if targets == 1 else "csv")
     if name == "txt" and targets > 1:
         raise ValueError(
             f"--format txt holds one target's x,y,w,h; {targets} targets need --format csv or "

@@ -283,3 +283,76 @@ def tracker_settings(args: argparse.Namespace) -> tuple[str, dict]:
         return f"{flag_of[key]} FILE" if key in flag_of else f"--option {key}=VALUE"
 
     return name, tracker_options(name, flags, items, hint=hint)
+
+
+# ``ebmtrack trackers``: what each tracker is and its options ----------------------------------
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "trackers",
+        help="list the trackers, what each is and the options it sets; NAME: all its options",
+        description=(
+            "Without NAME: every registered tracker, what it is and the options its variant "
+            "sets (one screen). With NAME: every option of that tracker with its default, as "
+            "--option KEY=VALUE takes them (track, demo; eval: --option NAME.KEY=VALUE)."
+        ),
+    )
+    parser.add_argument("name", nargs="?", help="a tracker: list all its options with defaults")
+    parser.set_defaults(func=run_trackers)
+
+
+def _shown(value) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (tuple, list)):
+        return ",".join(_shown(v) for v in value)
+    return "none" if value is None else str(value)
+
+
+def run_trackers(args: argparse.Namespace) -> int:
+    import shutil
+    import textwrap
+
+    from ebmtrack.tracking.registry import (
+        TrackerVariant,
+        canonical_name,
+        default_options,
+        get_factory,
+        tracker_names,
+    )
+
+    width = min(shutil.get_terminal_size((100, 40)).columns, 100)
+    if args.name is not None:
+        name = canonical_name(args.name)
+        get_factory(name)  # an unknown name: the registry's line, with the closest one
+        defaults = default_options(name)
+        items = [f"{key}={_shown(value)}" for key, value in sorted(defaults.items())]
+        print(f"{name}: {len(items)} option(s) (--option KEY=VALUE), with their defaults")
+        line = ""
+        for item in items:  # cells of 25 characters, a long item taking several
+            cell = item.ljust(-(-(len(item) + 2) // 25) * 25)
+            if line and len(line) + len(cell.rstrip()) > width:
+                print(line.rstrip())
+                line = ""
+            line += cell
+        print(line.rstrip())
+        return 0
+    names = tracker_names()
+    pad = max(len(name) for name in names) + 2
+    for name in names:
+        factory = get_factory(name)
+        variant = factory if isinstance(factory, TrackerVariant) else None
+        summary = (variant.summary if variant else "") or "(no summary)"
+        sets = ", ".join(f"{k}={_shown(v)}" for k, v in (variant.params if variant else {}).items())
+        text = summary.rstrip(".") + (f"; sets {sets}" if sets else "")
+        lines = textwrap.wrap(text, width - pad) or [""]
+        print(name.ljust(pad) + lines[0])
+        for line in lines[1:]:
+            print(" " * pad + line)
+    footer = (
+        "The default is atom. `ebmtrack trackers NAME` lists every option of NAME with its "
+        "default; set one with --option KEY=VALUE."
+    )
+    print("\n".join(textwrap.wrap(footer, width)))
+    return 0

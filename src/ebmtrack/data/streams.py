@@ -143,13 +143,27 @@ def _cannot_open(kind: str, text: str) -> str:
 
 
 def _read_images(paths: list[Path], skip_bad: bool) -> Iterator:
+    """The images of ``paths``; one that cannot be decoded, is cut short (a JPEG without its
+    end) or is not of the first image's size is a bad frame: named (its number, from 1, and
+    path) in a ValueError, or yielded as a :class:`BadFrame` with ``skip_bad``."""
+    size = None
     for index, path in enumerate(paths):
         try:
-            yield read_image(path, keep_gray=True)
+            image = read_image(path, keep_gray=True, whole=True)
+            if size is None:
+                size = image.shape[:2]
+            elif image.shape[:2] != size:
+                raise ValueError(
+                    f"{path} is {image.shape[1]}x{image.shape[0]}, the first frame "
+                    f"{size[1]}x{size[0]}: every frame of a source must have one size"
+                )
         except (OSError, ValueError) as err:
+            reason = f"frame {index + 1}: {err}"
             if not skip_bad:
-                raise
-            yield BadFrame(index, str(err))
+                raise ValueError(reason) from None
+            yield BadFrame(index, reason)
+            continue
+        yield image
 
 
 def _capture_source(capture, kind: str, text: str) -> FrameSource:

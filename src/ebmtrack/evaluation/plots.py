@@ -13,16 +13,22 @@ from matplotlib.figure import Figure
 from ebmtrack.evaluation import metrics as M
 
 _STYLES = ("-", "--", "-.", ":")
+LEGEND_INSIDE_UP_TO = 8
+"""Curves whose legend goes inside the plot, in the corner the curves leave empty; with more it
+goes beside the plot."""
 
 
-def _plot(
+def curve_figure(
     curves: dict[str, np.ndarray],
     thresholds: np.ndarray,
     scores: dict[str, float],
-    path: Path,
     xlabel: str,
     title: str,
-) -> Path:
+    corner: str,
+) -> Figure:
+    """The figure of ``curves`` over ``thresholds``, each labelled with its score in %; the
+    legend inside the plot at ``corner`` (up to :data:`LEGEND_INSIDE_UP_TO` curves), so that a
+    few curves keep the plot's whole width."""
     fig = Figure(figsize=(5.5, 4.0), dpi=110)
     ax = fig.subplots()
     for i, name in enumerate(sorted(curves, key=lambda n: -scores[n])):
@@ -37,8 +43,24 @@ def _plot(
     ax.set_xlim(thresholds[0], thresholds[-1])
     ax.set_ylim(0, 1)
     ax.grid(True, alpha=0.4)
-    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    if len(curves) <= LEGEND_INSIDE_UP_TO:
+        ax.legend(loc=corner, fontsize=8, framealpha=0.9)
+    else:
+        ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def _plot(
+    curves: dict[str, np.ndarray],
+    thresholds: np.ndarray,
+    scores: dict[str, float],
+    path: Path,
+    xlabel: str,
+    title: str,
+    corner: str,
+) -> Path:
+    fig = curve_figure(curves, thresholds, scores, xlabel, title, corner)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, bbox_inches="tight")
@@ -55,6 +77,7 @@ def plot_success(curves: dict[str, np.ndarray], path: str | Path, title: str = "
         Path(path),
         "overlap threshold",
         f"Success plot {title}".strip(),
+        "lower left",  # success curves fall from 1: that corner is empty
     )
 
 
@@ -71,4 +94,5 @@ def plot_precision(curves: dict[str, np.ndarray], path: str | Path, title: str =
         Path(path),
         "location error threshold (px)",
         f"Precision plot {title}".strip(),
+        "lower right",  # precision curves rise from 0
     )

@@ -20,6 +20,7 @@ __all__ = [
     "TargetPresence",
     "TrackResult",
     "TrackStatus",
+    "check_frame_size",
     "target_presence",
     "validate_box",
 ]
@@ -52,6 +53,19 @@ TRACKED_FROM = 0.8
 """A box at least this likely to overlap the target with IoU > 0.5 is ``tracked``."""
 LOST_BELOW = 0.5
 """A box less likely than this to overlap the target with IoU > 0.5 is ``lost``."""
+
+
+def check_frame_size(first: tuple[int, ...], frame: np.ndarray) -> None:
+    """ValueError when ``frame`` is not of the size (height, width) ``first`` of the frame the
+    tracker was initialised on: a tracker follows one frame size (its boxes, crops and search
+    regions are in that frame's pixels); a new size needs ``initialize`` again."""
+    size = tuple(np.shape(frame)[:2])
+    if first and size != tuple(first[:2]):
+        raise ValueError(
+            f"frame of {size[1]}x{size[0]} after a first frame of {first[1]}x{first[0]}: a "
+            "tracker follows frames of one size; call initialize(frame, box) on a frame of the "
+            "new size to start again"
+        )
 
 
 def target_presence(confidence: float) -> TargetPresence:

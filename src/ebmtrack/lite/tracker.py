@@ -39,7 +39,7 @@ from ebmtrack.lite.localize import Localization, best_scale, localize, upsample_
 from ebmtrack.lite.memory import SampleMemory
 from ebmtrack.lite.onnx_session import Session
 from ebmtrack.lite.params import BOX_MODES, BoxMode, merge_options
-from ebmtrack.lite.result import TrackResult, TrackStatus
+from ebmtrack.lite.result import TrackResult, TrackStatus, check_frame_size
 from ebmtrack.lite.torch_random import TorchGenerator
 
 __all__ = ["BOX_MODES", "BoxMode", "LiteTracker", "load"]
@@ -73,6 +73,7 @@ class State:
     projection: np.ndarray
     filter: np.ndarray
     modulation: list[np.ndarray] | None = None
+    frame_size: tuple[int, ...] = ()  # (height, width) of the first frame
 
     def box(self) -> np.ndarray:
         return np.concatenate([self.center - self.size / 2, self.size])
@@ -202,6 +203,7 @@ class LiteTracker:
             projection=projection,
             filter=filt,
             modulation=modulation,
+            frame_size=frame.shape[:2],
         )
         self._clamp(self._state, frame.shape)
         self.confidence.reset()
@@ -216,6 +218,7 @@ class LiteTracker:
         search = (state.frame_index - 1) % params["scale_search_interval"] == 0
         factors = self.factors if search else (1.0,)
         frame = as_rgb(frame)
+        check_frame_size(state.frame_size, frame)
         self._clamp(state, frame.shape)
         state.frame_index += 1
         regions = self._crop(frame, state.center, state.size, factors)

@@ -5,12 +5,21 @@ The header metadata holds ``format`` (``ebmtrack-model``), ``model`` (the class 
 the model from the config and checks that the tensors match it name by name and shape by shape,
 so a file made for another backbone or width fails with a message naming the first bad key. No
 pickle is involved at any point.
+
+A head is trained on one backbone's features, so the header also records its provenance
+(:data:`PROVENANCE`): ``backbone_weights``, the key of the backbone weights the features came
+from (:func:`~ebmtrack.models.backbones.onnx_files.weights_key`, a short sha256),
+``backbone_weights_from`` (where those weights came from, e.g. ``random initialisation
+(pretrained: false)``) and ``trained_on`` (the precision and runtime of the training).
+:func:`check_backbone` refuses a head whose backbone weights are not the tracker's.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+from collections.abc import Mapping
 from pathlib import Path
 
 from safetensors import SafetensorError
@@ -18,12 +27,24 @@ from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
 
 from ebmtrack.models.atom_classifier import AtomClassifier, ClassifierConfig
+from ebmtrack.models.backbones.onnx_files import weights_key
 from ebmtrack.models.dimp import DiMPClassifier, DiMPConfig
 from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
 
-__all__ = ["load_model", "read_model_config", "save_model"]
+__all__ = [
+    "PROVENANCE",
+    "check_backbone",
+    "load_model",
+    "read_model_config",
+    "read_provenance",
+    "save_model",
+]
+
+logger = logging.getLogger(__name__)
 
 FORMAT = "ebmtrack-model"
+PROVENANCE = ("backbone_weights", "backbone_weights_from", "trained_on")
+"""The header entries that say what a head was trained on (see the module's docstring)."""
 
 # class name -> (class, config dataclass); every model takes its config as first argument.
 MODELS: dict[str, tuple[type[nn.Module], type]] = {
@@ -33,29 +54,89 @@ MODELS: dict[str, tuple[type[nn.Module], type]] = {
 }
 
 
-def save_model(model: nn.Module, path: str | Path) -> Path:
-    """Write ``model``'s state dict and config to ``path`` (.safetensors); returns the path."""
+def save_model(
+    model: nn.Module, path: str | Path, provenance: Mapping[str, str] | None = None
+) -> Path:
+    """Write ``model``'s state dict and config to ``path`` (.safetensors); returns the path.
+
+    ``provenance``: the header entries of :data:`PROVENANCE` (what training writes, from
+    :func:`backbone_provenance`)."""
     name = type(model).__name__
     if name not in MODELS:
         raise ValueError(f"model must be one of {sorted(MODELS)}, got {name}")
+    provenance = dict(provenance or {})
+    unknown = sorted(set(provenance) - set(PROVENANCE))
+    if unknown:
+        raise ValueError(f"unknown provenance entries {unknown}; valid: {list(PROVENANCE)}")
     config = json.dumps(dataclasses.asdict(model.config))
     state = {key: value.detach().contiguous().cpu() for key, value in model.state_dict().items()}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(state, str(path), metadata={"format": FORMAT, "model": name, "config": config})
+    metadata = {"format": FORMAT, "model": name, "config": config}
+    metadata.update((key, str(value)) for key, value in provenance.items())
+    save_file(state, str(path), metadata=metadata)
     return path
+
+
+def backbone_provenance(backbone: nn.Module, weights_from: str, trained_on: str) -> dict:
+    """The :data:`PROVENANCE` entries of a head trained on ``backbone``'s features."""
+    return {
+        "backbone_weights": weights_key(backbone),
+        "backbone_weights_from": weights_from,
+        "trained_on": trained_on,
+    }
+
+
+def _metadata(path: Path) -> dict[str, str]:
+    if not path.is_file():
+        raise FileNotFoundError(f"weights file not found: {path}")
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            return handle.metadata() or {}
+    except (SafetensorError, OSError, ValueError) as err:
+        raise ValueError(f"{path} is not a safetensors file: {err}") from None
+
+
+def read_provenance(path: str | Path) -> dict[str, str]:
+    """The :data:`PROVENANCE` entries a file's header holds (none in files written before they
+    were recorded)."""
+    metadata = _metadata(Path(path))
+    return {key: metadata[key] for key in PROVENANCE if key in metadata}
+
+
+def check_backbone(
+    path: str | Path, backbone: nn.Module, what: str, backbone_weights: str | Path | None = None
+) -> None:
+    """Refuse (ValueError, one line naming both) the head at ``path`` when the backbone weights
+    it was trained on are not ``backbone``'s (``backbone_weights``: the file those were read
+    from, None for the shipped ImageNet weights; for the message). A file that records none is
+    loaded with one warning."""
+    recorded = read_provenance(path)
+    trained = recorded.get("backbone_weights")
+    name = getattr(backbone, "name", type(backbone).__name__)
+    if trained is None:
+        logger.warning(
+            "%s records no backbone weights (written before ebmtrack recorded them): not "
+            "checked against the tracker's %s weights",
+            path,
+            name,
+        )
+        return
+    mine = weights_key(backbone)
+    if trained != mine:
+        tracker_weights = backbone_weights or "the shipped ImageNet weights"
+        origin = recorded.get("backbone_weights_from", "origin not recorded")
+        raise ValueError(
+            f"{path}: this {what} was trained on {name} weights {trained} ({origin}), the "
+            f"tracker's backbone is {name} weights {mine} ({tracker_weights}); give a head "
+            "trained on the tracker's backbone weights, or those weights (--backbone-weights)"
+        )
 
 
 def read_model_config(path: str | Path) -> tuple[str, object]:
     """The (class name, config dataclass) stored in a file written by :func:`save_model`."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"weights file not found: {path}")
-    try:
-        with safe_open(str(path), framework="pt") as handle:
-            metadata = handle.metadata() or {}
-    except (SafetensorError, OSError, ValueError) as err:
-        raise ValueError(f"{path} is not a safetensors file: {err}") from None
+    metadata = _metadata(path)
     if metadata.get("format") != FORMAT or metadata.get("model") not in MODELS:
         raise ValueError(
             f"{path} is not an ebmtrack model file (header format={metadata.get('format')!r}, "

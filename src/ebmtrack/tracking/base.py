@@ -22,6 +22,7 @@ from ebmtrack.lite.result import (
     TargetPresence,
     TrackResult,
     TrackStatus,
+    check_frame_size,
     target_presence,
     validate_box,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "TrackResult",
     "TrackStatus",
     "Tracker",
+    "check_frame_size",
     "target_presence",
     "validate_box",
 ]

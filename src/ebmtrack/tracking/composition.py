@@ -46,7 +46,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ebmtrack.tracking.base import TrackResult, TrackStatus
+from ebmtrack.tracking.base import TrackResult, TrackStatus, check_frame_size
 from ebmtrack.tracking.box_head import BoxHead
 from ebmtrack.tracking.confidence import ConfidenceEstimator
 from ebmtrack.tracking.localize import Localization, best_scale
@@ -85,6 +85,7 @@ class TargetState:
             peaks (:class:`~ebmtrack.tracking.confidence.ConfidenceEstimator`).
         mode: the per-target state of the tracker's :class:`Mode` (the long-term mode's
             :class:`~ebmtrack.tracking.longterm.LostState`), None without one.
+        frame_size: (height, width) of the first frame; every frame must have it.
     """
 
     center: np.ndarray
@@ -96,6 +97,7 @@ class TargetState:
     modulation: list[Tensor] | None = None
     confidence_estimator: ConfidenceEstimator = field(default_factory=ConfidenceEstimator)
     mode: Any = None
+    frame_size: tuple[int, ...] = ()
 
     def box(self) -> np.ndarray:
         """(x, y, w, h) in frame px."""
@@ -312,6 +314,7 @@ class SearchRegionTracker:
             modulation=modulation,
             confidence_estimator=ConfidenceEstimator(self.calibrator),
             mode=None if self.mode is None else self.mode.start(),
+            frame_size=first.frame.shape[:2],
         )
         state.clamp(first.frame.shape)
         return state
@@ -322,6 +325,8 @@ class SearchRegionTracker:
         timings = dict.fromkeys(PHASES, 0.0)
         tic = time.perf_counter()
         frame = as_rgb(frame)
+        for state in states:
+            check_frame_size(state.frame_size, frame)
         taken = [self.mode is not None and self.mode.takes(state) for state in states]
         regions = [
             self._regions(state, frame, mine) for state, mine in zip(states, taken, strict=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ebmtrack.tracking.base import TrackResult, TrackStatus
+from ebmtrack.tracking.base import TrackResult, TrackStatus, check_frame_size
 from ebmtrack.tracking.init_box import clip_init_box
 from ebmtrack.values import OptionError
 
@@ -142,6 +142,7 @@ class OpenCVTracker:
         self._legacy = _FACTORIES[kind][1]
         self._tracker = None
         self._box = np.zeros(4)
+        self._frame_size: tuple[int, ...] = ()
 
     @staticmethod
     def _to_bgr(frame: np.ndarray) -> np.ndarray:
@@ -167,14 +168,18 @@ class OpenCVTracker:
         if self._legacy and ok is False:
             raise RuntimeError(f"OpenCV {self.name} could not initialise on box {box.tolist()}")
         self._box = box.copy()
+        self._frame_size = frame.shape[:2]
 
     def track(self, frame: np.ndarray) -> TrackResult:
         if self._tracker is None:
             raise RuntimeError(f"{self.name}: call initialize() before track()")
+        check_frame_size(self._frame_size, frame)
         ok, box = self._tracker.update(self._to_bgr(frame))
         score = float("nan")
         if hasattr(self._tracker, "getTrackingScore"):
-            score = float(self._tracker.getTrackingScore())
+            # OpenCV answers -1 for the trackers that compute no score (CSRT, KCF, ...): none.
+            found = float(self._tracker.getTrackingScore())
+            score = found if found >= 0 else float("nan")
         box = np.asarray(box, dtype=np.float64)
         if not ok or box[2] <= 0 or box[3] <= 0:
             return TrackResult(self._box.copy(), score, TrackStatus.NOT_FOUND)

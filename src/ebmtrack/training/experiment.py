@@ -161,6 +161,29 @@ class Experiment(ABC):
         matter): a cache built under another key is rebuilt. Existing caches are found by their
         key, so a kind's key must not change."""
 
+    def provenance(self, module: nn.Module) -> dict[str, str]:
+        """What :attr:`model_file`'s header records of the training
+        (:data:`~ebmtrack.models.serialization.PROVENANCE`): the backbone weights the features
+        came from (a tracker with other weights refuses the file) and the precision."""
+        from ebmtrack.models.serialization import backbone_provenance
+
+        if self.backbone_weights:
+            origin = Path(self.backbone_weights).name
+        elif self.pretrained:
+            origin = "the shipped ImageNet weights"
+        else:
+            origin = f"random initialisation (pretrained: false, seed {self.trainer.seed})"
+        device = self.trainer.device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        stored = "" if isinstance(self.feature_source(), ImageSamples) else ", stored float16"
+        head = "float16 autocast" if self.trainer.amp and device != "cpu" else "float32"
+        trained_on = (
+            f"torch {torch.__version__.split('+')[0]}, {device}: backbone eager float32"
+            f"{stored}, head {head}"
+        )
+        return backbone_provenance(module.backbone, origin, trained_on)
+
     @abstractmethod
     def trained_model(self, module: nn.Module) -> nn.Module:
         """The part of :meth:`build_module`'s module that :attr:`model_file` keeps."""
@@ -439,5 +462,6 @@ def run_experiment(
     if context.is_main and trainer.epoch == config.trainer.epochs:
         from ebmtrack.models.serialization import save_model
 
-        save_model(config.trained_model(module).cpu(), run_dir / config.model_file)
+        model = config.trained_model(module).cpu()
+        save_model(model, run_dir / config.model_file, config.provenance(module))
     return results

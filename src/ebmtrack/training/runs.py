@@ -160,5 +160,5 @@ def export_checkpoint(run_dir: str | Path, path: str | Path) -> int:
     module = config.build_module()
     model_state, _, _ = read_checkpoint(checkpoint)
     load_trainable_state_dict(module, model_state)
-    save_model(config.trained_model(module).cpu(), path)
+    save_model(config.trained_model(module).cpu(), path, config.provenance(module))
     return checkpoint.epoch

@@ -51,8 +51,8 @@ class ShippedFile:
         tag: which file of this role and backbone.
         file: its name in this folder (a packed file may be stored as parts,
             :mod:`ebmtrack.weights.packed`).
-        sha256: the file's sha256 where its reader checks it (the file is refused when it
-            differs), else None.
+        sha256: the file's sha256 (the calibrator's and the backbone's readers refuse a file
+            that differs; ``tests/weights`` checks every one), None where not recorded.
     """
 
     role: str
@@ -72,13 +72,35 @@ class ShippedFile:
 
 SHIPPED: tuple[ShippedFile, ...] = (
     # ATOM's IoU-Net trained with MSE (atom-iounet; default_model.json's record).
-    ShippedFile("box-head", "mobilenetv2", DEFAULT_TAG, "iou_net_mobilenetv2.safetensors"),
-    # The IoU-Net trained with NCE+ (dimp-nce+'s box head).
-    ShippedFile("box-head", "mobilenetv2", "nce", "iou_net_nce_mobilenetv2.safetensors"),
-    # The IoU-Net trained with NCE+ on the training pack (atom-polished).
-    ShippedFile("box-head", "mobilenetv2", "pack", "iou_net_pack_mobilenetv2.safetensors"),
     ShippedFile(
-        "dimp-classifier", "mobilenetv2", DEFAULT_TAG, "dimp_classifier_mobilenetv2.safetensors"
+        "box-head",
+        "mobilenetv2",
+        DEFAULT_TAG,
+        "iou_net_mobilenetv2.safetensors",
+        "b52247825493f0f07b93071a287a7ae974831e1d4da4a57d34459ae2c4a945ac",
+    ),
+    # The IoU-Net trained with NCE+ (dimp-nce+'s box head).
+    ShippedFile(
+        "box-head",
+        "mobilenetv2",
+        "nce",
+        "iou_net_nce_mobilenetv2.safetensors",
+        "0761d35572722156f7b34c8fce7c20358f1a85abd9a276d8735766607b201292",
+    ),
+    # The IoU-Net trained with NCE+ on the training pack (atom-polished).
+    ShippedFile(
+        "box-head",
+        "mobilenetv2",
+        "pack",
+        "iou_net_pack_mobilenetv2.safetensors",
+        "13bf744c539c10f9763e204d7dfead61ab05ce18e78e688e7aad157fe40b62e1",
+    ),
+    ShippedFile(
+        "dimp-classifier",
+        "mobilenetv2",
+        DEFAULT_TAG,
+        "dimp_classifier_mobilenetv2.safetensors",
+        "c4ec11ac363baf0003de55da4dafb6bb447acc3265f9a3c34a786340c2de9340",
     ),
     # The confidence calibrators of atom and dimp-nce+ (python studies/confidence.py fit prints
     # the sha256).

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-__all__ = ["default_cache_dir", "state_dict_sha256"]
+__all__ = ["default_cache_dir", "state_dict_sha256", "weights_key"]
 
 
 def default_cache_dir() -> Path:
@@ -33,3 +33,10 @@ def state_dict_sha256(module: nn.Module, skip: tuple[str, ...] = ()) -> str:
         digest.update(f"{key}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
         digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
+
+
+def weights_key(backbone: nn.Module) -> str:
+    """The short sha256 (16 hex digits) that names a backbone's weights: of its state dict
+    without the ImageNet head (``classifier_prefixes``). The ONNX files, the int8 ranges and
+    the heads' provenance (:mod:`ebmtrack.models.serialization`) are keyed by it."""
+    return state_dict_sha256(backbone, skip=getattr(backbone, "classifier_prefixes", ()))[:16]

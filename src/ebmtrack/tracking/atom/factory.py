@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ebmtrack.models.backbones import create_backbone
-from ebmtrack.models.serialization import load_model
+from ebmtrack.models.serialization import check_backbone, load_model
 from ebmtrack.tracking.atom.params import HEAD_MODES, AtomParams
 from ebmtrack.tracking.atom.tracker import AtomTracker
 from ebmtrack.tracking.calibrator import resolve_calibrator
@@ -51,7 +51,9 @@ def create_atom_tracker(
 
     Raises:
         ValueError: a parameter out of range (:class:`~ebmtrack.values.OptionError`), weights
-            made for another backbone, or a CUDA device on a machine without one.
+            made for another backbone or trained on other weights of it
+            (:func:`~ebmtrack.models.serialization.check_backbone`), or a CUDA device on a
+            machine without one.
         FileNotFoundError: a weights file that does not exist.
     """
     return build_atom(
@@ -86,4 +88,6 @@ def build_atom(
             )
     confidence = resolve_calibrator(calibrator, backbone, "atom")
     net = create_backbone(backbone, pretrained=backbone_weights is None, weights=backbone_weights)
+    if box_head is not None:  # trained on these backbone weights' features?
+        check_backbone(weights, net, "IoU-Net", backbone_weights)
     return tracker_type(net, box_head, atom_params, confidence)

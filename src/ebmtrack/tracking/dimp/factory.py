@@ -10,7 +10,7 @@ import torch
 from ebmtrack import weights as shipped
 from ebmtrack.models.backbones import create_backbone
 from ebmtrack.models.dimp import DiMPClassifier, DiMPConfig
-from ebmtrack.models.serialization import load_model
+from ebmtrack.models.serialization import check_backbone, load_model
 from ebmtrack.tracking.calibrator import resolve_calibrator
 from ebmtrack.tracking.dimp.params import DiMPParams
 from ebmtrack.tracking.dimp.tracker import DiMPTracker
@@ -97,6 +97,11 @@ def create_dimp_tracker(
         )
     confidence = resolve_calibrator(calibrator, backbone, "dimp-nce+")
     net = create_backbone(backbone, pretrained=backbone_weights is None, weights=backbone_weights)
+    # Trained on these backbone weights' features?
+    if box_head is not None:
+        check_backbone(weights, net, "box head", backbone_weights)
+    if classifier is not None:
+        check_backbone(classifier_weights, net, "DiMP classifier", backbone_weights)
     if classifier is None:
         # Seeded without touching the caller's global RNG stream.
         with torch.random.fork_rng(devices=[]):
