@@ -300,7 +300,7 @@ def test_dnn_peers_name_the_flag_they_need(sequence, cli):
         done = cli("track", sequence, "--init", INIT, "--tracker", tracker)
         line = error_line(done, "track")
         assert f"--tracker {tracker} needs --peer-models DIR" in line and "=" not in line
-    done = cli("eval", sequence.parent, "--trackers", "vit", "--out", sequence / "x")
+    done = cli("eval", sequence.parent, "--trackers", "vit", "--out", sequence.parent.parent / "x")
     assert "--tracker vit needs --peer-models DIR" in error_line(done, "eval")
 
 

@@ -140,10 +140,14 @@ def test_formats(sequence, tmp_path, run):
             {"box": [15.0, 20.0, 20.0, 20.0], "score": None, "status": "normal", "confidence": None}
         ],
     }
+    # --format names the format where the suffix names none, and must agree where it does.
+    other = tmp_path / "b.out"
+    code, _, err = run(sequence, "--init", INIT, "--out", other, "--format", "csv")
+    assert code == 0 and other.read_text().startswith("frame,target,")
+    assert "boxes in " in err and "(csv)" in err
     txt = tmp_path / "b.txt"
     code, _, err = run(sequence, "--init", INIT, "--out", txt, "--format", "csv")
-    assert code == 0 and txt.read_text().startswith("frame,target,")
-    assert "boxes in " in err and "(csv)" in err
+    assert code == 2 and "the suffix says txt, --format says csv" in err and not txt.exists()
 
 
 def test_several_targets(sequence, tmp_path, run):
