@@ -46,13 +46,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ebmtrack.lite.frames import as_rgb, clamp_target
 from ebmtrack.tracking.base import TrackResult, TrackStatus
 from ebmtrack.tracking.box_head import BoxHead
 from ebmtrack.tracking.confidence import ConfidenceEstimator
 from ebmtrack.tracking.localize import Localization, best_scale
 from ebmtrack.tracking.memory import SampleMemory
 from ebmtrack.tracking.params import SearchRegionParams, part_config
-from ebmtrack.tracking.search_region import FirstFrame, Region, SearchRegion, as_rgb, clamp_target
+from ebmtrack.tracking.search_region import FirstFrame, Region, SearchRegion
 
 __all__ = [
     "PHASES",
@@ -102,8 +103,8 @@ class TargetState:
         return np.concatenate([self.center - self.size / 2, self.size])
 
     def clamp(self, frame_shape: tuple[int, ...]) -> None:
-        """Keep the target sane in a frame of ``frame_shape`` (:func:`~ebmtrack.tracking.
-        search_region.clamp_target`)."""
+        """Keep the target sane in a frame of ``frame_shape`` (:func:`~ebmtrack.lite.frames.
+        clamp_target`)."""
         self.center, self.size = clamp_target(self.center, self.size, self.min_size, frame_shape)
 
 
