@@ -15,27 +15,13 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-# The result types are NumPy-only and shared with the torch-free runtime (ebmtrack.lite).
-from ebmtrack.lite.result import (
-    LOST_BELOW,
-    TRACKED_FROM,
-    TargetPresence,
-    TrackResult,
-    TrackStatus,
-    target_presence,
-    validate_box,
-)
+# The result types are NumPy-only and shared with the torch-free runtime (ebmtrack.lite): every
+# public name of ebmtrack.lite.result (TrackResult, TrackStatus, validate_box, ...) is one here.
+from ebmtrack.lite import result as _result
+from ebmtrack.lite.result import *  # noqa: F403
+from ebmtrack.lite.result import TrackResult
 
-__all__ = [
-    "LOST_BELOW",
-    "TRACKED_FROM",
-    "TargetPresence",
-    "TrackResult",
-    "TrackStatus",
-    "Tracker",
-    "target_presence",
-    "validate_box",
-]
+__all__ = [*_result.__all__, "Tracker"]
 
 
 @runtime_checkable
