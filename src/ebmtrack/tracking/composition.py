@@ -61,6 +61,7 @@ __all__ = [
     "Classifier",
     "Mode",
     "SearchRegionTracker",
+    "TargetFrame",
     "TargetState",
     "build_box_estimator",
     "split_features",
@@ -106,6 +107,26 @@ class TargetState:
         """Keep the target sane in a frame of ``frame_shape`` (:func:`~ebmtrack.lite.frames.
         clamp_target`)."""
         self.center, self.size = clamp_target(self.center, self.size, self.min_size, frame_shape)
+
+
+@dataclass
+class TargetFrame:
+    """One target's frame after the backbone: what :meth:`SearchRegionTracker._finish` and a
+    :class:`Mode` that takes the frame turn into the target's result.
+
+    Attributes:
+        state: the target's state (updated in place).
+        frame: the frame, uint8 RGB.
+        regions: the target's regions of the frame.
+        feats: their features, one batch row per region.
+        timings: the frame's seconds per phase (:data:`PHASES`), added to.
+    """
+
+    state: TargetState
+    frame: np.ndarray
+    regions: list[Region]
+    feats: dict[str, Tensor]
+    timings: dict[str, float]
 
 
 class Classifier(Protocol):
@@ -191,16 +212,8 @@ class Mode(Protocol):
     ) -> list[Region]:
         """The regions of a frame it takes (they join the frame's one backbone batch)."""
 
-    def finish(
-        self,
-        tracker: SearchRegionTracker,
-        state: TargetState,
-        frame: np.ndarray,
-        regions: list[Region],
-        feats: dict[str, Tensor],
-        timings: dict[str, float],
-    ) -> TrackResult:
-        """The result of a frame it takes, from ``feats`` of its ``regions``."""
+    def finish(self, tracker: SearchRegionTracker, target: TargetFrame) -> TrackResult:
+        """The result of a frame it takes, from the features of its regions."""
 
     def review(self, state: TargetState, result: TrackResult) -> TrackResult:
         """The result of a usual frame, as the mode reports it."""
@@ -335,10 +348,11 @@ class SearchRegionTracker:
         parts = [feats] if len(regions) == 1 else split_features(feats, [len(r) for r in regions])
         results = []
         for state, own, part, mine in zip(states, regions, parts, taken, strict=True):
+            target = TargetFrame(state, frame, own, part, timings)
             if mine:
-                result = self.mode.finish(self, state, frame, own, part, timings)
+                result = self.mode.finish(self, target)
             else:
-                result = self._finish(state, frame, own, part, timings)
+                result = self._finish(target)
                 if self.mode is not None:
                     result = self.mode.review(state, result)
             results.append(result)
@@ -356,16 +370,10 @@ class SearchRegionTracker:
             return self.mode.crop(self, state, frame)
         return self.search.crop(frame, state.center, state.size, factors)
 
-    def _finish(
-        self,
-        state: TargetState,
-        frame: np.ndarray,
-        regions: list[Region],
-        feats: dict[str, Tensor],
-        timings: dict[str, float],
-    ) -> TrackResult:
-        """A target's usual frame after the backbone, ``feats`` of ``regions`` (one batch row
-        each): score, estimate, update, confidence (seconds added to ``timings``)."""
+    def _finish(self, target: TargetFrame) -> TrackResult:
+        """A target's usual frame after the backbone: score, estimate, update, confidence
+        (seconds added to its ``timings``)."""
+        state, regions, feats, timings = target.state, target.regions, target.feats, target.timings
         params = self.params
         # score: the classifier on every region; the best region's peak localised.
         tic = time.perf_counter()
@@ -390,7 +398,7 @@ class SearchRegionTracker:
             reported = self.box_estimator.estimate(
                 state, self.classifier.position(found), region, factor, region_feats, refine
             )
-            state.clamp(frame.shape)
+            state.clamp(target.frame.shape)
         toc = time.perf_counter()
         timings["box"] += toc - tic
         tic = toc
