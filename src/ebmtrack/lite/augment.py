@@ -1,7 +1,8 @@
-"""First-frame augmentation in NumPy: the crops of ATOM's initial training samples and the
-channel-dropout copies, drawn as the torch trackers draw them (:mod:`ebmtrack.tracking.augment`;
-tested equal): identity, four shifts, flip, blurs, rotations, all cut from one pyramid
-(:func:`ebmtrack.lite.crop.crop_squares`), the target centre in each crop from its affine map."""
+"""First-frame augmentation in NumPy: the crops of ATOM's initial training samples (the torch
+trackers' too: :mod:`ebmtrack.tracking.augment` hands its settings here) and the channel-dropout
+copies, drawn as the torch trackers draw them (tested equal): identity, four shifts, flip, blurs,
+rotations, all cut from one pyramid (:func:`ebmtrack.lite.crop.crop_squares`), the target centre
+in each crop from its affine map."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ __all__ = ["augmented_crops", "dropout_copies", "num_augmented_crops"]
 
 
 def num_augmented_crops(params: dict) -> int:
-    """Crops :func:`augmented_crops` makes: 1 + 4 shifts + flip + one per blur and rotation."""
+    """How many crops :func:`augmented_crops` makes: 1 + 4 shifts (if ``aug_relative_shift`` >
+    0) + 1 flip (if ``aug_flip``) + one per blur and per rotation."""
     return (
         1
         + 4 * (params["aug_relative_shift"] > 0)
@@ -45,15 +47,18 @@ def augmented_crops(
         rng: draws the random shifts (``np.random.default_rng(seed)``).
 
     Returns:
-        ``(crops, centers)``: uint8 (N, S, S, 3) and (N, 2) float64 target centres in crop px.
+        ``(crops, centers)``: uint8 (N, S, S, 3) with S = ``search_size``, and (N, 2) float64
+        target centres (x, y) in crop px, N = :func:`num_augmented_crops`.
     """
     size = params["search_size"]
     px_per_crop_px = side / size
     max_random = params["aug_random_shift_factor"] * size / 2.0
 
     def random_shift() -> np.ndarray:
+        # Integer crop pixels, as the reference (U(+-48) at 288).
         return np.trunc(rng.uniform(-max_random, max_random, size=2))
 
+    # (shift in crop px, angle, flip, blur sigmas (y, x) or None)
     transforms: list[tuple[np.ndarray, float, bool, tuple[float, float] | None]] = [
         (np.zeros(2), 0.0, False, None)
     ]
@@ -69,6 +74,7 @@ def augmented_crops(
         transforms.append((random_shift(), float(angle), False, None))
 
     target = np.asarray(center, dtype=np.float64)
+    # Moving the crop by -shift moves the target by +shift in the crop.
     specs = [
         CropSpec(tuple(target - shift * px_per_crop_px), side, angle, flip)
         for shift, angle, flip, _ in transforms

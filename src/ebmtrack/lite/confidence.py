@@ -1,12 +1,14 @@
-"""The tracker's confidence in NumPy: the per-frame features of
-:mod:`ebmtrack.tracking.confidence` and the calibrator of :mod:`ebmtrack.tracking.calibrator`
-(a logistic regression, then an optional isotonic map), read from the export's JSON (tested
-equal to the torch tracker's)."""
+"""The tracker's confidence in NumPy: the per-frame features (:func:`frame_features`, described
+in :mod:`ebmtrack.tracking.confidence`) and their running state (:class:`ConfidenceEstimator`),
+one definition for the torch trackers and the torch-free runtime, and the calibrator of
+:mod:`ebmtrack.tracking.calibrator` (a logistic regression, then an optional isotonic map) read
+from the export's JSON (tested equal to the torch tracker's)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -16,6 +18,7 @@ from ebmtrack.lite.result import TrackStatus
 __all__ = ["PEAK_RATE", "Calibrator", "ConfidenceEstimator", "frame_features"]
 
 PEAK_RATE = 0.1
+"""Update rate of the running mean of the peaks behind ``peak_ratio``."""
 
 
 def frame_features(
@@ -27,7 +30,17 @@ def frame_features(
     scale_peaks: Sequence[float] = (),
     head_value: float = math.nan,
 ) -> dict[str, float]:
-    """One frame's features (:func:`ebmtrack.tracking.confidence.frame_features`)."""
+    """The features of one frame (listed in :mod:`ebmtrack.tracking.confidence`).
+
+    Args:
+        scores: (H, W) the classifier's raw score map of the region the position comes from.
+        found: its localisation (on the upsampled map).
+        crop_size: side of the search region in crop pixels (its centre: the previous position).
+        target_size: (w, h) of the target in crop pixels.
+        peak_level: the running mean of the earlier frames' peaks (NaN: none yet).
+        scale_peaks: the peaks of every region of the scale search (empty: none this frame).
+        head_value: the box head's value at the reported box, NaN without one.
+    """
     values = np.asarray(scores, dtype=np.float32)
     peak = float(found.score)
     spread = float(values.std())
@@ -113,15 +126,25 @@ class Calibrator:
 
 
 class ConfidenceEstimator:
-    """One tracker's per-frame confidence (:class:`ebmtrack.tracking.confidence.
-    ConfidenceEstimator`): the features, the running peak level, the calibrator (None: NaN)."""
+    """One tracker's per-frame features and confidence, with the little state they need.
 
-    def __init__(self, calibrator: Calibrator | None = None) -> None:
+    Args:
+        calibrator: maps features to a probability (:class:`Calibrator`,
+            :class:`ebmtrack.tracking.calibrator.Calibrator`, any callable ``dict -> float``);
+            None: the confidence is NaN (the features are still computed, for fitting one).
+
+    After each call, ``last_features`` holds the frame's features and ``last_seconds`` the time
+    the call took.
+    """
+
+    def __init__(self, calibrator: Callable[[Mapping[str, float]], float] | None = None) -> None:
         self.calibrator = calibrator
         self.last_features: dict[str, float] = {}
+        self.last_seconds = 0.0
         self._peak_level = math.nan
 
     def reset(self) -> None:
+        """Start a new sequence."""
         self.last_features = {}
         self._peak_level = math.nan
 
@@ -134,6 +157,8 @@ class ConfidenceEstimator:
         scale_peaks: Sequence[float] = (),
         head_value: float = math.nan,
     ) -> float:
+        """The frame's confidence (arguments as :func:`frame_features`)."""
+        tic = time.perf_counter()
         features = frame_features(
             scores, found, crop_size, target_size, self._peak_level, scale_peaks, head_value
         )
@@ -144,4 +169,6 @@ class ConfidenceEstimator:
                 peak if not math.isfinite(level) else level + PEAK_RATE * (peak - level)
             )
         self.last_features = features
-        return math.nan if self.calibrator is None else self.calibrator(features)
+        confidence = math.nan if self.calibrator is None else float(self.calibrator(features))
+        self.last_seconds = time.perf_counter() - tic
+        return confidence

@@ -1,6 +1,7 @@
 """Frames and the target's box as every tracker takes them (NumPy): the frame as RGB, the first
-box clipped to the frame, the target kept sane. The same rules as the torch trackers'
-(:mod:`ebmtrack.tracking.search_region`, :mod:`ebmtrack.tracking.init_box`; tested equal)."""
+box clipped to the frame, the target kept sane. One definition for the torch trackers
+(:mod:`ebmtrack.tracking.search_region` and :mod:`ebmtrack.tracking.init_box` use it) and the
+torch-free runtime."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ __all__ = ["CENTER_OUTSIDE", "as_rgb", "clamp_target", "clip_init_box"]
 
 logger = logging.getLogger("ebmtrack")
 
-# The target centre may leave the frame by this fraction of its size.
+# The target centre may leave the frame by this fraction of its size (reference: inside_ratio 0.2).
 CENTER_OUTSIDE = 0.3
 
 
@@ -51,12 +52,19 @@ def _text(box: np.ndarray) -> str:
 
 
 def clip_init_box(box, frame_shape: tuple[int, ...], name: str = "init box") -> np.ndarray:
-    """``box`` (x, y, w, h) clipped to a frame of shape ``frame_shape`` (H, W[, C]): float64 (4,),
-    one warning where it was clipped; ValueError where it is malformed or outside the frame."""
+    """``box`` (x, y, w, h) clipped to a frame of shape ``frame_shape`` (H, W[, C]).
+
+    Returns a float64 array (4,). Logs one warning, naming ``name``, when the box was clipped;
+    a box inside the frame comes back unchanged and silently, so applying the rule twice warns
+    once.
+
+    Raises:
+        ValueError: the box is malformed or does not overlap the frame.
+    """
     box = validate_box(box, frame_shape, name)
     height, width = frame_shape[:2]
     if box[0] >= 0 and box[1] >= 0 and box[0] + box[2] <= width and box[1] + box[3] <= height:
-        return box
+        return box  # inside: unchanged (x + w - x need not equal w in floating point)
     x0, y0 = max(box[0], 0.0), max(box[1], 0.0)
     x1, y1 = min(box[0] + box[2], float(width)), min(box[1] + box[3], float(height))
     clipped = np.array([x0, y0, x1 - x0, y1 - y0])

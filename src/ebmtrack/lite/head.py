@@ -111,8 +111,14 @@ def jitter_proposals(
 def feature_window(
     boxes: np.ndarray, margin: float, stride: int, map_size: tuple[int, int], border_cells: int = 2
 ) -> tuple[int, int, int, int]:
-    """The window (row0, row1, col0, col1) of a stride-``stride`` map that covers ``boxes``
-    (N, 4) xywh grown by ``margin`` px, and ``border_cells`` more for the two 3x3 layers."""
+    """The window (row0, row1, col0, col1) of a stride-``stride`` map that covers ``boxes``.
+
+    ``boxes`` (N, 4) xywh crop px (an array or a tensor), each side grown by ``margin`` px (room
+    for the boxes to move). Bilinear pooling over [a, b] (in cells) reads cells floor(a) ..
+    ceil(b); two 3x3 layers with zero padding make the outer 2 cells of a window differ from the
+    whole map's, hence ``border_cells`` = 2 more on each side for the test branch's outputs to be
+    exact there. The torch trackers' window too (:mod:`ebmtrack.tracking.box_refine`).
+    """
     x0 = float(boxes[:, 0].min()) - margin
     y0 = float(boxes[:, 1].min()) - margin
     x1 = float((boxes[:, 0] + boxes[:, 2]).max()) + margin
@@ -140,7 +146,14 @@ def select_box(
 
 
 def blend_size(previous: np.ndarray, refined: np.ndarray, rate: float) -> np.ndarray:
-    """``previous * (refined / previous) ** rate`` per side: ``rate`` of the way in log space."""
+    """The target size after a refinement, moved ``rate`` of the way from ``previous`` to
+    ``refined`` in log space: ``previous * (refined / previous) ** rate``, per side.
+
+    ``rate`` 1 takes the refined size (ATOM, DiMP); below 1 it damps frame-to-frame size
+    changes the way Siamese trackers do (pysot's default learning rate is 0.4), so that a box
+    head's per-frame bias cannot compound freely. Sizes are (2,) arrays, positive. The torch
+    trackers' update too (:mod:`ebmtrack.tracking.box_refine`).
+    """
     return previous * (refined / previous) ** rate
 
 

@@ -1,7 +1,8 @@
-"""From the classifier's score map to a position and a status, in NumPy
-(:mod:`ebmtrack.tracking.localize`'s rules; tested equal): the map upsampled bicubically on the
-cell positions, the peak judged against the strongest other peak, and the scale search's choice
-between regions cropped at several sizes."""
+"""From the classifier's score map to a position and a status, in NumPy: the map upsampled
+bicubically on the cell positions, the peak judged against the strongest other peak, and the scale
+search's choice between regions cropped at several sizes. The judgement, :class:`Localization` and
+:func:`best_scale` are the torch trackers' too (:mod:`ebmtrack.tracking.localize` hands them its
+map); the upsampling here equals the trackers' ``F.interpolate`` (tested)."""
 
 from __future__ import annotations
 
@@ -52,9 +53,15 @@ def upsample_scores(scores: np.ndarray, factor: int) -> np.ndarray:
 
 
 def best_scale(factors: tuple[float, ...], peaks: list[float]) -> tuple[int, float]:
-    """The region of the highest peak and the size factor at the vertex of the parabola (in
-    log scale) through it and its neighbours in scale, kept within those three; the best
-    sampled factor itself with fewer than three, or peaks that are not concave."""
+    """The scale at which the classifier fits best, from the peak scores of search regions
+    cropped ``factors`` times wider (1: the usual region).
+
+    Returns the index of the highest peak, and the size factor at the maximum of the parabola
+    in log scale through that peak and its neighbours in scale (the two nearest to it when it
+    is the smallest or largest factor), kept within those three: a continuous estimate between
+    the sampled scales, as DSST interpolates its scale responses. With fewer than three factors,
+    or three peaks that are not concave, the best sampled factor itself.
+    """
     order = sorted(range(len(factors)), key=lambda i: factors[i])
     logs = [math.log(factors[i]) for i in order]
     values = [peaks[i] for i in order]
@@ -64,6 +71,7 @@ def best_scale(factors: tuple[float, ...], peaks: list[float]) -> tuple[int, flo
     if start < 0:
         return best, factors[best]
     (x0, x1, x2), (y0, y1, y2) = logs[start : start + 3], values[start : start + 3]
+    # Newton's form: y = y0 + left (x - x0) + curve (x - x0)(x - x1), its vertex where y' = 0.
     left, right = (y1 - y0) / (x1 - x0), (y2 - y1) / (x2 - x1)
     curve = (right - left) / (x2 - x0)
     if not curve < 0:
@@ -74,8 +82,10 @@ def best_scale(factors: tuple[float, ...], peaks: list[float]) -> tuple[int, flo
 
 @dataclass(frozen=True)
 class Localization:
-    """Position (x, y) in crop px, its score, a status, and the other peak's score (NaN where
-    none was looked for)."""
+    """The result of :func:`localize`: position (x, y) in crop pixels, its score, a status, and
+    the score of the other peak (the strongest outside the first one's neighbourhood when the
+    position is the first peak, the first peak when it is the second; NaN where none was looked
+    for: a lost target, or no cell outside the neighbourhood)."""
 
     position: tuple[float, float]
     score: float
@@ -94,9 +104,27 @@ def localize(
     neighborhood_scale: float = 2.2,
     displacement_scale: float = 0.8,
 ) -> Localization:
-    """The target peak of ``scores`` (H, W), cell (i, j) at crop px (j, i) * ``cell_px``, judged
-    against the strongest peak outside ``neighborhood_scale`` target sizes around it (ATOM's
-    rules; arguments as :func:`ebmtrack.tracking.localize.localize`)."""
+    """Find the target peak and judge it against the strongest other peak (reference B.1).
+
+    Args:
+        scores: (H, W) score map whose cell (i, j) sits at crop pixel (j, i) * ``cell_px``.
+        cell_px: crop pixels per score cell.
+        crop_size: side of the crop in pixels; its centre is the previous target position.
+        target_size: (w, h) of the target in crop pixels.
+        not_found_threshold: the target is lost below this max score.
+        distractor_threshold: a second peak above this fraction of the first is a distractor.
+        hard_negative_threshold: a second peak above this fraction (and above
+            ``not_found_threshold``) makes the frame a hard negative.
+        neighborhood_scale: the second peak is searched outside this many target sizes around
+            the first.
+        displacement_scale: peaks farther than this * crop_size / 2 from the centre are "far".
+
+    Returns:
+        :class:`Localization`. Status ``not_found`` if the max is below the threshold; with a
+        distractor, ``hard_negative`` when exactly one of the two peaks is near the centre (the
+        position is the near one), else ``uncertain``; ``hard_negative`` for a weaker second
+        peak; ``normal`` otherwise.
+    """
     height, width = scores.shape
     row1, col1 = divmod(int(np.argmax(scores)), width)
     score1 = float(scores[row1, col1])
@@ -107,6 +135,7 @@ def localize(
     half_h = neighborhood_scale * target_size[1] / 2.0 / cell_px
     r0, r1 = max(math.floor(row1 - half_h), 0), min(math.ceil(row1 + half_h) + 1, height)
     c0, c1 = max(math.floor(col1 - half_w), 0), min(math.ceil(col1 + half_w) + 1, width)
+    # Mask the first peak's neighbourhood and look for the second one.
     masked = scores.copy()
     masked[r0:r1, c0:c1] = -np.inf
     if np.isinf(masked).all():

@@ -4,34 +4,6 @@ The code lives in :mod:`ebmtrack.lite.crop` (NumPy and OpenCV only), so that the
 runtime cuts exactly the crops the trackers cut; this module is its name beside the other ops.
 """
 
-from ebmtrack.lite.crop import (
-    CropSpec,
-    apply_matrix,
-    box_from_crop,
-    box_to_crop,
-    crop_matrix,
-    crop_search_region,
-    crop_square,
-    crop_squares,
-    halve,
-    invert_affine,
-    pyramid_level,
-    residual_sigma,
-    search_region_side,
-)
-
-__all__ = [
-    "CropSpec",
-    "apply_matrix",
-    "box_from_crop",
-    "box_to_crop",
-    "crop_matrix",
-    "crop_search_region",
-    "crop_square",
-    "crop_squares",
-    "halve",
-    "invert_affine",
-    "pyramid_level",
-    "residual_sigma",
-    "search_region_side",
-]
+# Every public name of ebmtrack.lite.crop, __all__ included.
+from ebmtrack.lite.crop import *  # noqa: F403
+from ebmtrack.lite.crop import __all__  # noqa: F401

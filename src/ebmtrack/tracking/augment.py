@@ -1,23 +1,22 @@
 """First-frame data augmentation: the initial training samples of ATOM's online classifier.
 
-Each transform is one crop of the first frame (:func:`ebmtrack.ops.crop.crop_squares`, all of them
-from one anti-aliasing pyramid, so the geometry is exact and borders replicate) followed, for
-blur, by a Gaussian filter of the crop. The
-target centre in each crop comes from the crop's affine map, so labels move with shifts, rotations
-and flips. Channel dropout works on features and is applied by :func:`dropout_copies`.
+Each transform is one crop of the first frame (:func:`ebmtrack.lite.crop.crop_squares`, all of
+them from one anti-aliasing pyramid, so the geometry is exact and borders replicate) followed, for
+blur, by a Gaussian filter of the crop. The target centre in each crop comes from the crop's
+affine map, so labels move with shifts, rotations and flips. The crops are NumPy and OpenCV, one
+definition shared with the torch-free runtime (:mod:`ebmtrack.lite.augment`). Channel dropout
+works on features and is applied by :func:`dropout_copies`.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Protocol
 
-import cv2
 import numpy as np
 import torch
 from torch import Tensor
 
-from ebmtrack.ops.crop import CropSpec, apply_matrix, crop_squares
+from ebmtrack.lite import augment as lite
 
 __all__ = ["AugmentationParams", "augmented_crops", "dropout_copies", "num_augmented_crops"]
 
@@ -33,16 +32,14 @@ class AugmentationParams(Protocol):
     aug_rotations: tuple[float, ...]
 
 
+def _fields(params: AugmentationParams) -> dict:
+    return {name: getattr(params, name) for name in AugmentationParams.__annotations__}
+
+
 def num_augmented_crops(params: AugmentationParams) -> int:
     """How many crops :func:`augmented_crops` makes: 1 + 4 shifts (if ``aug_relative_shift`` >
     0) + 1 flip (if ``aug_flip``) + one per blur and per rotation."""
-    return (
-        1
-        + 4 * (params.aug_relative_shift > 0)
-        + int(params.aug_flip)
-        + len(params.aug_blur_sigmas)
-        + len(params.aug_rotations)
-    )
+    return lite.num_augmented_crops(_fields(params))
 
 
 def augmented_crops(
@@ -52,59 +49,8 @@ def augmented_crops(
     params: AugmentationParams,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The image samples of the first frame: identity first, then shifts, flip, blurs, rotations.
-
-    Args:
-        frame: uint8 (H, W, 3) RGB.
-        center: target centre (cx, cy) in frame pixels.
-        side: side of the search region in frame pixels.
-        params: the augmentation settings (``aug_*``) and ``search_size``.
-        rng: draws the random shifts.
-
-    Returns:
-        ``(crops, centers)``: uint8 (N, S, S, 3) with S = ``search_size``, and (N, 2) float64 target
-        centres (x, y) in crop pixels, N = :func:`num_augmented_crops`.
-    """
-    size = params.search_size
-    px_per_crop_px = side / size
-    max_random = params.aug_random_shift_factor * size / 2.0
-
-    def random_shift() -> np.ndarray:
-        # Integer crop pixels, as the reference (U(+-48) at 288).
-        return np.trunc(rng.uniform(-max_random, max_random, size=2))
-
-    # (shift in crop px, angle, flip, blur sigmas (y, x) or None)
-    transforms: list[tuple[np.ndarray, float, bool, tuple[float, float] | None]] = [
-        (np.zeros(2), 0.0, False, None)
-    ]
-    if params.aug_relative_shift > 0:
-        step = params.aug_relative_shift * size / 2.0
-        for sx, sy in ((1, 1), (1, -1), (-1, 1), (-1, -1)):
-            transforms.append((np.array([sx * step, sy * step]), 0.0, False, None))
-    if params.aug_flip:
-        transforms.append((random_shift(), 0.0, True, None))
-    for sigmas in params.aug_blur_sigmas:
-        transforms.append((random_shift(), 0.0, False, tuple(sigmas)))
-    for angle in params.aug_rotations:
-        transforms.append((random_shift(), float(angle), False, None))
-
-    target = np.asarray(center, dtype=np.float64)
-    # Moving the crop by -shift moves the target by +shift in the crop.
-    specs = [
-        CropSpec(tuple(target - shift * px_per_crop_px), side, angle, flip)
-        for shift, angle, flip, _ in transforms
-    ]
-    crops, matrices = crop_squares(frame, specs, size)
-    centers = np.empty((len(transforms), 2))
-    for i, (_, _, _, blur) in enumerate(transforms):
-        if blur is not None:
-            sigma_y, sigma_x = blur
-            ksize = (2 * math.ceil(2 * sigma_x) + 1, 2 * math.ceil(2 * sigma_y) + 1)
-            crops[i] = cv2.GaussianBlur(
-                crops[i], ksize, sigmaX=sigma_x, sigmaY=sigma_y, borderType=cv2.BORDER_REPLICATE
-            )
-        centers[i] = apply_matrix(matrices[i], target)
-    return crops, centers
+    """:func:`ebmtrack.lite.augment.augmented_crops` with the settings of ``params``."""
+    return lite.augmented_crops(frame, center, side, _fields(params), rng)
 
 
 def dropout_copies(

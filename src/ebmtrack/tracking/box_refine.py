@@ -9,10 +9,12 @@ from __future__ import annotations
 import copy
 import math
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
+# The window and the size update are plain arithmetic, one definition shared with the torch-free
+# runtime (they read tensors and arrays alike).
+from ebmtrack.lite.head import blend_size, feature_window
 from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.iou_net import AtomIoUNet
 
@@ -94,28 +96,6 @@ def jitter_proposals(
     return torch.cat([box[None], jittered], dim=0)
 
 
-def feature_window(
-    boxes: Tensor, margin: float, stride: int, map_size: tuple[int, int], border_cells: int = 2
-) -> tuple[int, int, int, int]:
-    """The window (row0, row1, col0, col1) of a stride-``stride`` map that covers ``boxes``.
-
-    ``boxes`` (N, 4) xywh crop px, each side grown by ``margin`` px (room for the boxes to move).
-    Bilinear pooling over [a, b] (in cells) reads cells floor(a) .. ceil(b); two 3x3 layers with
-    zero padding make the outer 2 cells of a window differ from the whole map's, hence
-    ``border_cells`` = 2 more on each side for the test branch's outputs to be exact there.
-    """
-    x0 = float((boxes[:, 0]).min()) - margin
-    y0 = float((boxes[:, 1]).min()) - margin
-    x1 = float((boxes[:, 0] + boxes[:, 2]).max()) + margin
-    y1 = float((boxes[:, 1] + boxes[:, 3]).max()) + margin
-    height, width = map_size
-    row0 = min(max(math.floor(y0 / stride) - border_cells, 0), height - 1)
-    col0 = min(max(math.floor(x0 / stride) - border_cells, 0), width - 1)
-    row1 = max(min(math.ceil(y1 / stride) + border_cells + 1, height), row0 + 1)
-    col1 = max(min(math.ceil(x1 / stride) + border_cells + 1, width), col0 + 1)
-    return row0, row1, col0, col1
-
-
 def window_test_features(
     iou_net: AtomIoUNet, feats: list[Tensor], boxes: Tensor, margin: float
 ) -> tuple[list[Tensor], Tensor]:
@@ -148,17 +128,6 @@ def window_test_features(
         )
     offset = torch.tensor([c0 * coarse_stride, r0 * coarse_stride, 0.0, 0.0], device=boxes.device)
     return test_features, offset
-
-
-def blend_size(previous: np.ndarray, refined: np.ndarray, rate: float) -> np.ndarray:
-    """The target size after a refinement, moved ``rate`` of the way from ``previous`` to
-    ``refined`` in log space: ``previous * (refined / previous) ** rate``, per side.
-
-    ``rate`` 1 takes the refined size (ATOM, DiMP); below 1 it damps frame-to-frame size
-    changes the way Siamese trackers do (pysot's default learning rate is 0.4), so that a box
-    head's per-frame bias cannot compound freely. Sizes are (2,) arrays, positive.
-    """
-    return previous * (refined / previous) ** rate
 
 
 def select_box(boxes: Tensor, ious: Tensor, top_k: int, max_aspect_ratio: float) -> Tensor | None:

@@ -46,13 +46,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ebmtrack.lite.frames import as_rgb, clamp_target
 from ebmtrack.tracking.base import TrackResult, TrackStatus, check_frame_size
 from ebmtrack.tracking.box_head import BoxHead
 from ebmtrack.tracking.confidence import ConfidenceEstimator
 from ebmtrack.tracking.localize import Localization, best_scale
 from ebmtrack.tracking.memory import SampleMemory
 from ebmtrack.tracking.params import SearchRegionParams, part_config
-from ebmtrack.tracking.search_region import FirstFrame, Region, SearchRegion, as_rgb, clamp_target
+from ebmtrack.tracking.search_region import FirstFrame, Region, SearchRegion
 
 __all__ = [
     "PHASES",
@@ -60,6 +61,7 @@ __all__ = [
     "Classifier",
     "Mode",
     "SearchRegionTracker",
+    "TargetFrame",
     "TargetState",
     "build_box_estimator",
     "split_features",
@@ -104,9 +106,29 @@ class TargetState:
         return np.concatenate([self.center - self.size / 2, self.size])
 
     def clamp(self, frame_shape: tuple[int, ...]) -> None:
-        """Keep the target sane in a frame of ``frame_shape`` (:func:`~ebmtrack.tracking.
-        search_region.clamp_target`)."""
+        """Keep the target sane in a frame of ``frame_shape`` (:func:`~ebmtrack.lite.frames.
+        clamp_target`)."""
         self.center, self.size = clamp_target(self.center, self.size, self.min_size, frame_shape)
+
+
+@dataclass
+class TargetFrame:
+    """One target's frame after the backbone: what :meth:`SearchRegionTracker._finish` and a
+    :class:`Mode` that takes the frame turn into the target's result.
+
+    Attributes:
+        state: the target's state (updated in place).
+        frame: the frame, uint8 RGB.
+        regions: the target's regions of the frame.
+        feats: their features, one batch row per region.
+        timings: the frame's seconds per phase (:data:`PHASES`), added to.
+    """
+
+    state: TargetState
+    frame: np.ndarray
+    regions: list[Region]
+    feats: dict[str, Tensor]
+    timings: dict[str, float]
 
 
 class Classifier(Protocol):
@@ -192,16 +214,8 @@ class Mode(Protocol):
     ) -> list[Region]:
         """The regions of a frame it takes (they join the frame's one backbone batch)."""
 
-    def finish(
-        self,
-        tracker: SearchRegionTracker,
-        state: TargetState,
-        frame: np.ndarray,
-        regions: list[Region],
-        feats: dict[str, Tensor],
-        timings: dict[str, float],
-    ) -> TrackResult:
-        """The result of a frame it takes, from ``feats`` of its ``regions``."""
+    def finish(self, tracker: SearchRegionTracker, target: TargetFrame) -> TrackResult:
+        """The result of a frame it takes, from the features of its regions."""
 
     def review(self, state: TargetState, result: TrackResult) -> TrackResult:
         """The result of a usual frame, as the mode reports it."""
@@ -339,10 +353,11 @@ class SearchRegionTracker:
         parts = [feats] if len(regions) == 1 else split_features(feats, [len(r) for r in regions])
         results = []
         for state, own, part, mine in zip(states, regions, parts, taken, strict=True):
+            target = TargetFrame(state, frame, own, part, timings)
             if mine:
-                result = self.mode.finish(self, state, frame, own, part, timings)
+                result = self.mode.finish(self, target)
             else:
-                result = self._finish(state, frame, own, part, timings)
+                result = self._finish(target)
                 if self.mode is not None:
                     result = self.mode.review(state, result)
             results.append(result)
@@ -360,16 +375,10 @@ class SearchRegionTracker:
             return self.mode.crop(self, state, frame)
         return self.search.crop(frame, state.center, state.size, factors)
 
-    def _finish(
-        self,
-        state: TargetState,
-        frame: np.ndarray,
-        regions: list[Region],
-        feats: dict[str, Tensor],
-        timings: dict[str, float],
-    ) -> TrackResult:
-        """A target's usual frame after the backbone, ``feats`` of ``regions`` (one batch row
-        each): score, estimate, update, confidence (seconds added to ``timings``)."""
+    def _finish(self, target: TargetFrame) -> TrackResult:
+        """A target's usual frame after the backbone: score, estimate, update, confidence
+        (seconds added to its ``timings``)."""
+        state, regions, feats, timings = target.state, target.regions, target.feats, target.timings
         params = self.params
         # score: the classifier on every region; the best region's peak localised.
         tic = time.perf_counter()
@@ -394,7 +403,7 @@ class SearchRegionTracker:
             reported = self.box_estimator.estimate(
                 state, self.classifier.position(found), region, factor, region_feats, refine
             )
-            state.clamp(frame.shape)
+            state.clamp(target.frame.shape)
         toc = time.perf_counter()
         timings["box"] += toc - tic
         tic = toc

@@ -29,11 +29,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from torch import Tensor
 
 from ebmtrack.ops.crop import apply_matrix, crop_square, invert_affine
 from ebmtrack.tracking.base import TrackResult, TrackStatus
-from ebmtrack.tracking.composition import SearchRegionTracker, TargetState
+from ebmtrack.tracking.composition import SearchRegionTracker, TargetFrame, TargetState
 from ebmtrack.tracking.localize import upsample_scores
 from ebmtrack.tracking.search_region import Region
 from ebmtrack.values import OptionError
@@ -210,16 +209,9 @@ class LongTermMode:
             regions.append(Region(patch, matrix, size / side))
         return regions
 
-    def finish(
-        self,
-        tracker: SearchRegionTracker,
-        state: TargetState,
-        frame: np.ndarray,
-        regions: list[Region],
-        feats: dict[str, Tensor],
-        timings: dict[str, float],
-    ) -> TrackResult:
+    def finish(self, tracker: SearchRegionTracker, target: TargetFrame) -> TrackResult:
         """The classifier on each crop; re-acquire at the best peak if it passes."""
+        state, regions, feats = target.state, target.regions, target.feats
         params, classifier = self.params, tracker.classifier
         upsample = tracker.search.params.score_upsample
         tic = time.perf_counter()
@@ -237,10 +229,10 @@ class LongTermMode:
         cell = classifier.stride / upsample
         inverse = invert_affine(regions[best].matrix)
         center = apply_matrix(inverse, np.array([col * cell, row * cell]))
-        timings["classifier"] += time.perf_counter() - tic
+        target.timings["classifier"] += time.perf_counter() - tic
         if is_found(score, params, near=best == 0):
             state.center = center
-            state.clamp(frame.shape)
+            state.clamp(target.frame.shape)
             state.mode.lost, state.mode.misses = False, 0
             return TrackResult(state.box(), score, TrackStatus.NORMAL)
         box = np.concatenate([center - state.size / 2, state.size])

@@ -17,44 +17,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ebmtrack.lite.frames import as_rgb, clip_init_box
 from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.backbones.runtime import BackboneRuntime, feature_extractor
 from ebmtrack.ops.crop import CropSpec, crop_squares, search_region_side
 from ebmtrack.tracking.augment import augmented_crops, dropout_copies
-from ebmtrack.tracking.init_box import clip_init_box
 from ebmtrack.tracking.localize import Localization, localize, upsample_scores
 from ebmtrack.tracking.params import SearchRegionParams
-
-# The target centre may leave the frame by this fraction of its size (reference: inside_ratio 0.2).
-_CENTER_OUTSIDE = 0.3
-
-
-def as_rgb(frame: np.ndarray) -> np.ndarray:
-    """A uint8 (H, W, 3) view of a uint8 (H, W), (H, W, 1), (H, W, 3) or (H, W, 4) frame."""
-    if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8:
-        raise ValueError(
-            f"frame must be a uint8 numpy array, "
-            f"got {getattr(frame, 'dtype', type(frame).__name__)}"
-        )
-    if frame.ndim == 2:
-        frame = frame[:, :, None]
-    if frame.ndim != 3 or frame.shape[2] not in (1, 3, 4) or min(frame.shape[:2]) < 1:
-        raise ValueError(f"frame must have shape (H, W), (H, W, 3) or (H, W, 4), got {frame.shape}")
-    if frame.shape[2] == 1:
-        return np.repeat(frame, 3, axis=2)
-    return frame[:, :, :3]
-
-
-def clamp_target(
-    center: np.ndarray, size: np.ndarray, min_size: np.ndarray, frame_shape: tuple[int, ...]
-) -> tuple[np.ndarray, np.ndarray]:
-    """The target's (centre, size) in frame px kept sane: the size between ``min_size`` and the
-    frame's, the centre at most ``_CENTER_OUTSIDE`` sizes outside the frame."""
-    height, width = frame_shape[:2]
-    limit = np.array([width, height], dtype=np.float64)
-    size = np.clip(size, min_size, np.maximum(limit, min_size))
-    margin = _CENTER_OUTSIDE * size
-    return np.clip(center, -margin, limit + margin), size
 
 
 @dataclass
