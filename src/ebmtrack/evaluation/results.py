@@ -13,8 +13,10 @@ last, so its presence means the sequence is complete.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import tempfile
 from pathlib import Path
 
@@ -54,22 +56,40 @@ def _umask() -> int:
     return mask
 
 
+@contextlib.contextmanager
+def _stops_held():
+    """SIGINT and SIGTERM wait until the block has ended (where the platform can hold them): a
+    stop then never lands between creating a temporary file and renaming or removing it."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    try:
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, OSError, ValueError):  # no POSIX signal masks
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def _write_atomic(path: Path, array: np.ndarray | str, fmt: str = "") -> None:
     """Write to a temporary file, then rename it to ``path``, which gets the permissions of an
-    ordinary new file (0644 under the usual umask; ``mkstemp`` alone makes 0600)."""
+    ordinary new file (0644 under the usual umask; ``mkstemp`` alone makes 0600). A stop
+    (SIGINT, SIGTERM) arriving meanwhile takes effect after the rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())
-        with os.fdopen(fd, "w") as handle:
-            if isinstance(array, str):
-                handle.write(array)
-            else:
-                np.savetxt(handle, array, fmt=fmt, delimiter="\t")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with _stops_held():
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            os.chmod(tmp, 0o666 & ~_umask())
+            with os.fdopen(fd, "w") as handle:
+                if isinstance(array, str):
+                    handle.write(array)
+                else:
+                    np.savetxt(handle, array, fmt=fmt, delimiter="\t")
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def write_result(
@@ -171,18 +191,19 @@ def record_options(out_dir: str | Path, tracker: str, options: dict[str, str]) -
     path = Path(out_dir) / "results" / tracker / "options.json"
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".options.", suffix=".tmp")
-        try:
-            os.chmod(tmp, 0o666 & ~_umask())
-            with os.fdopen(fd, "w") as handle:
-                handle.write(json.dumps(options, indent=1) + "\n")
-            os.link(tmp, path)
-        except FileExistsError:
-            pass  # another share wrote it first: compared below
-        except OSError:  # a file system without hard links: not exclusive, still atomic
-            os.replace(tmp, path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        with _stops_held():
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".options.", suffix=".tmp")
+            try:
+                os.chmod(tmp, 0o666 & ~_umask())
+                with os.fdopen(fd, "w") as handle:
+                    handle.write(json.dumps(options, indent=1) + "\n")
+                os.link(tmp, path)
+            except FileExistsError:
+                pass  # another share wrote it first: compared below
+            except OSError:  # a file system without hard links: not exclusive, still atomic
+                os.replace(tmp, path)
+            finally:
+                Path(tmp).unlink(missing_ok=True)
     before = read_options(out_dir, tracker)
     if before != {k: recorded_value(v) for k, v in options.items()}:
         raise options_mismatch(out_dir, tracker, before, options)
