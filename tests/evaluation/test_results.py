@@ -1,5 +1,6 @@
 """Result files survive a stop (SIGTERM, as the evaluation's parent sends its workers) that
-lands in the middle of writing them: the file is complete and no temporary file is left."""
+lands in the middle of writing them: the file is complete and no temporary file is left. What a
+writer killed outright (SIGKILL) leaves is removed for its own sequence only."""
 
 import signal
 import tempfile
@@ -7,7 +8,7 @@ import tempfile
 import numpy as np
 import pytest
 
-from ebmtrack.evaluation.results import read_result, write_result
+from ebmtrack.evaluation.results import read_result, remove_unfinished, write_result
 
 
 @pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="no POSIX signal masks")
@@ -32,3 +33,17 @@ def test_a_stop_during_a_write_takes_effect_after_it(tmp_path, monkeypatch):
         signal.signal(signal.SIGTERM, previous)
     assert not list(tmp_path.rglob("*.tmp"))
     np.testing.assert_array_equal(read_result(tmp_path, "t", 0, "seq")[0], boxes)
+
+
+def test_what_a_killed_writer_left_is_removed_and_nothing_else(tmp_path):
+    boxes = np.zeros((2, 4))
+    write_result(tmp_path, "t", 0, "seq", boxes)
+    write_result(tmp_path, "t", 0, "seq1", boxes)
+    folder = tmp_path / "results" / "t" / "default_000"
+    left = [".seq.txt.a1.tmp", ".seq_time.txt.b2.tmp", ".seq_confidence.txt.c3.tmp"]
+    others = [".seq1.txt.d4.tmp", ".seq1_time.txt.e5.tmp"]  # another sequence's writer
+    for name in left + others:
+        (folder / name).write_text("partial")
+    remove_unfinished(tmp_path, "t", 0, "seq")
+    assert sorted(p.name for p in folder.glob("*.tmp")) == sorted(others)
+    assert sorted(p.name for p in folder.glob("*.txt")) == ["seq.txt", "seq1.txt"]

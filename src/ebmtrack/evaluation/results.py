@@ -14,6 +14,7 @@ last, so its presence means the sequence is complete.
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import signal
@@ -48,6 +49,18 @@ def result_paths(
     """(boxes file, times file) of one tracker, run and sequence."""
     folder = run_dir(out_dir, tracker, run, parameter)
     return folder / f"{sequence}.txt", folder / f"{sequence}_time.txt"
+
+
+def remove_unfinished(
+    out_dir: str | Path, tracker: str, run: int, sequence: str, parameter: str = PARAMETER_NAME
+) -> None:
+    """Remove the temporary files a writer killed mid-write (SIGKILL) left of one tracker, run
+    and sequence; its finished files stay."""
+    box_path, time_path = result_paths(out_dir, tracker, run, sequence, parameter)
+    names = [box_path.name, time_path.name, f"{sequence}_confidence.txt"]
+    for name in names:
+        for tmp in box_path.parent.glob(f".{glob.escape(name)}.*.tmp"):
+            tmp.unlink(missing_ok=True)
 
 
 def _umask() -> int:

@@ -20,6 +20,7 @@ from multiprocessing import connection as mp_connection
 from pathlib import Path
 
 from ebmtrack.evaluation.jobs import LOG, Job, ResultsNotWritten, run_job
+from ebmtrack.evaluation.results import remove_unfinished
 from ebmtrack.process import DEFAULT_THREADS, configure_threads
 
 __all__ = ["log_failure", "run_in_workers", "thread_budget"]
@@ -107,6 +108,7 @@ class _Worker:
 
     def __init__(self, ctx, out_dir: Path, threads: int) -> None:
         self.conn, child = ctx.Pipe()
+        self.out_dir = out_dir
         args = (child, out_dir, threads, os.getpid(), _log_formatter())
         self.process = ctx.Process(target=_worker_main, args=args, daemon=True)
         # Started with SIGINT ignored, which the new interpreter keeps until _worker_main: a
@@ -149,6 +151,11 @@ class _Worker:
         if self.process.is_alive():
             self.process.kill()
             self.process.join()
+            if self.job is not None:  # killed: it may have been writing a result file
+                job = self.job
+                remove_unfinished(
+                    self.out_dir, job.tracker.name, job.run, job.sequence.name, job.parameter
+                )
         self.conn.close()
 
 
