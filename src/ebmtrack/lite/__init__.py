@@ -5,11 +5,13 @@
 >>> tracker.initialize(first_frame, (x, y, w, h))     # frames: RGB uint8 (H, W, 3) or grayscale
 >>> result = tracker.track(frame)                     # a TrackResult: box, score, status, ...
 
-It needs NumPy, ONNX Runtime and OpenCV only (docs/lite.md). The package imports no other
-ebmtrack package (the rest of ebmtrack imports PyTorch); the torch side imports its NumPy pieces
-instead (the crops, :mod:`ebmtrack.lite.crop`, and the result types, :mod:`ebmtrack.lite.result`),
-so both cut the same crops and return the same types. Attributes load lazily: importing a piece
-does not start ONNX Runtime.
+It needs NumPy and ONNX Runtime only (docs/lite.md): where OpenCV is installed, the crops take
+its resize, warp and blur, elsewhere their NumPy versions (:mod:`ebmtrack.lite.imageops`, within a
+grey level of OpenCV's). The package imports no other ebmtrack package (the rest of ebmtrack
+imports PyTorch); the torch side imports its NumPy pieces instead (the crops,
+:mod:`ebmtrack.lite.crop`, and the result types, :mod:`ebmtrack.lite.result`), so both cut the
+same crops and return the same types. Attributes load lazily: importing a piece does not start
+ONNX Runtime.
 """
 
 from __future__ import annotations

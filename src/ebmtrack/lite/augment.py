@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import cv2
 import numpy as np
 
 from ebmtrack.lite.crop import CropSpec, apply_matrix, crop_squares
+from ebmtrack.lite.imageops import gaussian_blur
 from ebmtrack.lite.torch_random import TorchGenerator
 
 __all__ = ["augmented_crops", "dropout_copies", "num_augmented_crops"]
@@ -85,9 +85,7 @@ def augmented_crops(
         if blur is not None:
             sigma_y, sigma_x = blur
             ksize = (2 * math.ceil(2 * sigma_x) + 1, 2 * math.ceil(2 * sigma_y) + 1)
-            crops[i] = cv2.GaussianBlur(
-                crops[i], ksize, sigmaX=sigma_x, sigmaY=sigma_y, borderType=cv2.BORDER_REPLICATE
-            )
+            crops[i] = gaussian_blur(crops[i], ksize, sigma_x, sigma_y)
         centers[i] = apply_matrix(matrices[i], target)
     return crops, centers
 

@@ -1,6 +1,6 @@
-"""Square image crops around a target: the search regions of tracking and training (NumPy and
-OpenCV only: the torch-free runtime crops with it too; :mod:`ebmtrack.ops.crop` is its name on the
-torch side).
+"""Square image crops around a target: the search regions of tracking and training (NumPy, and
+OpenCV where installed: :mod:`ebmtrack.lite.imageops`; the torch-free runtime crops with it too;
+:mod:`ebmtrack.ops.crop` is its name on the torch side).
 
 Coordinates are continuous pixels with (0, 0) the top-left corner of the top-left pixel (the box
 convention of :mod:`ebmtrack.tracking.base`). A crop of side ``side`` centred on ``center`` maps the
@@ -14,8 +14,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import cv2
 import numpy as np
+
+from ebmtrack.lite.imageops import (
+    gaussian_blur,
+    invert_affine_transform,
+    pad_replicate,
+    resize_area,
+    warp_affine,
+)
 
 __all__ = [
     "CropSpec",
@@ -138,7 +145,7 @@ def crop_square(
         new_w = max(round(region.shape[1] / reduction), 1)
         new_h = max(round(region.shape[0] / reduction), 1)
         sx, sy = region.shape[1] / new_w, region.shape[0] / new_h
-        region = cv2.resize(region, (new_w, new_h), interpolation=cv2.INTER_AREA)
+        region = resize_area(region, (new_w, new_h))
     else:
         sx = sy = 1.0
     return _warp(region, (x0, y0), (sx, sy), matrix, output_size), matrix
@@ -163,13 +170,7 @@ def _warp(
     shift_in = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.5], [0.0, 0.0, 1.0]])
     shift_out = np.array([[1.0, 0.0, -0.5], [0.0, 1.0, -0.5]])
     cv_matrix = shift_out @ np.vstack([region_to_crop, [0.0, 0.0, 1.0]]) @ shift_in
-    return cv2.warpAffine(
-        np.ascontiguousarray(region),
-        cv_matrix,
-        (output_size, output_size),
-        flags=cv2.INTER_LINEAR,
-        borderMode=cv2.BORDER_REPLICATE,
-    )
+    return warp_affine(region, cv_matrix, (output_size, output_size))
 
 
 @dataclass(frozen=True)
@@ -196,11 +197,10 @@ def halve(image: np.ndarray) -> np.ndarray:
     """One pyramid step, (h, w[, C]) -> (ceil(h / 2), ceil(w / 2)[, C]): the mean of each 2x2
     block (rounded, uint8 stays uint8); an odd last row or column is paired with a copy of
     itself (the border repeats, as in the crops)."""
-    (height, width), channels = image.shape[:2], image.shape[2:]
+    height, width = image.shape[:2]
     if height % 2 or width % 2:
-        image = cv2.copyMakeBorder(image, 0, height % 2, 0, width % 2, cv2.BORDER_REPLICATE)
-    size = ((width + 1) // 2, (height + 1) // 2)
-    return cv2.resize(image, size, interpolation=cv2.INTER_AREA).reshape(size[::-1] + channels)
+        image = pad_replicate(image, 0, height % 2, 0, width % 2)
+    return resize_area(image, ((width + 1) // 2, (height + 1) // 2))
 
 
 def crop_squares(
@@ -287,8 +287,7 @@ def _blur(image: np.ndarray, sigma: float) -> np.ndarray:
     if sigma <= 0.0:
         return image
     ksize = 2 * math.ceil(3.0 * sigma) + 1
-    blurred = cv2.GaussianBlur(image, (ksize, ksize), sigma, borderType=cv2.BORDER_REPLICATE)
-    return blurred.reshape(image.shape)
+    return gaussian_blur(image, (ksize, ksize), sigma)
 
 
 def _windows(
@@ -367,6 +366,6 @@ def box_from_crop(box_xywh: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     """Inverse of :func:`box_to_crop` for a crop without rotation or flip."""
     box = np.asarray(box_xywh, dtype=np.float64)
     scale = np.hypot(matrix[0, 0], matrix[1, 0])
-    inverse = cv2.invertAffineTransform(matrix)
+    inverse = invert_affine_transform(matrix)
     top_left = apply_matrix(inverse, box[..., :2])
     return np.concatenate([top_left, box[..., 2:] / scale], axis=-1)

@@ -1,8 +1,8 @@
 """The torch-free tracker: an export of ``ebmtrack export`` (:mod:`ebmtrack.lite.files`) run with
-ONNX Runtime, NumPy and OpenCV, frame by frame as the torch trackers run
-(:mod:`ebmtrack.tracking.composition`): search (crops, backbone), score (the classifier and its
-localisation), estimate (the box mode), update (the sample memory and the classifier's CG
-steps), confidence.
+ONNX Runtime and NumPy (and OpenCV where installed: :mod:`ebmtrack.lite.imageops`), frame by frame
+as the torch trackers run (:mod:`ebmtrack.tracking.composition`): search (crops, backbone), score
+(the classifier and its localisation), estimate (the box mode), update (the sample memory and the
+classifier's CG steps), confidence.
 
 The box modes and the export's parameters: :mod:`ebmtrack.lite.params`.
 """

@@ -1,7 +1,8 @@
 """Square image crops around a target: the search regions of tracking and training.
 
-The code lives in :mod:`ebmtrack.lite.crop` (NumPy and OpenCV only), so that the torch-free
-runtime cuts exactly the crops the trackers cut; this module is its name beside the other ops.
+The code lives in :mod:`ebmtrack.lite.crop` (NumPy, and OpenCV where installed), so that the
+torch-free runtime cuts exactly the crops the trackers cut; this module is its name beside the
+other ops.
 """
 
 # Every public name of ebmtrack.lite.crop, __all__ included.
