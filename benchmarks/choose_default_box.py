@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 from selection_sets import pack_clips, pack_tracks, score_sets_by
 
+from ebmtrack.api import load_tracker
 from ebmtrack.process import configure_threads
-from ebmtrack.tracking.atom.factory import ATOM, ATOM_IOUNET
 
 REPO = Path(__file__).resolve().parents[1]
 # The head reads the int8 backbone's features it was trained on (``auto`` picks them without a
@@ -47,11 +47,11 @@ ASCENTS = {
 
 def candidates(weights: str) -> dict:
     """name -> a function of the seed that builds the tracker."""
-    made = {"scale": lambda seed: ATOM(seed=seed)}
+    made = {"scale": lambda seed: load_tracker("atom", seed=seed)}
     for rate, step, ascent in itertools.product((1.0, 0.5), (0.3, 1.0), ASCENTS):
         options = {"size_update_rate": rate, "box_step_length": step, **ASCENTS[ascent], **INT8}
         made[f"refine rate {rate} step {step} ascent {ascent}"] = lambda seed, o=options: (
-            ATOM_IOUNET(weights=weights, seed=seed, **o)
+            load_tracker("atom-iounet", weights=weights, seed=seed, **o)
         )
     return made
 
