@@ -17,7 +17,9 @@ Candidates: ``scale`` (the current default: three search regions, no head) and `
 (the head's ascent from the classifier's box every frame; one search region) over
 ``size_update_rate`` (1: ATOM's, the head's size becomes the state; 0.5: damped, the head's own
 box is reported), ``box_step_length`` (0.3, 1.0) and the ascent's size (ATOM's 9 random
-proposals and 5 steps, or 4 and 2). The head is ``--weights`` (the latest of the box-head run).
+proposals and 5 steps, or 4 and 2); and ``polished`` (``atom-polished``: the scale search
+tracks, the head refines the reported box only) with step 0.3 and either ascent, under the same
+eligibility. The head is ``--weights`` (the latest of the box-head run).
 
     python benchmarks/choose_default_box.py --weights HEAD --out runs/choose_default_box.json
 """
@@ -52,6 +54,11 @@ def candidates(weights: str) -> dict:
         options = {"size_update_rate": rate, "box_step_length": step, **ASCENTS[ascent], **INT8}
         made[f"refine rate {rate} step {step} ascent {ascent}"] = lambda seed, o=options: (
             load_tracker("atom-iounet", weights=weights, seed=seed, **o)
+        )
+    for ascent in ASCENTS:
+        options = {"box_step_length": 0.3, **ASCENTS[ascent], **INT8}
+        made[f"polished step 0.3 ascent {ascent}"] = lambda seed, o=options: (
+            load_tracker("atom-polished", weights=weights, seed=seed, **o)
         )
     return made
 
