@@ -9,7 +9,8 @@ a shared machine hits all alike):
 - ``stream item``: what a stream worker does per pair (:class:`StreamedPairs`: the processed pair,
   then the backbone runtime of the preset, ONNX Runtime int8 by default);
 - ``head step``: one optimizer step of the head on a batch of streamed pairs, MSE with 16
-  proposals and NCE+ with M = 128 samples.
+  proposals and NCE+ with M = 128 samples; on a CPU with native bfloat16 (AMX / avx512_bf16)
+  also both in bfloat16 autocast (``bf16``).
 
 From these: the distinct pairs per second of the cached loop when each cached pair is visited
 ``--visits`` times (1 / (1 / build + visits / step)), and of the stream when the workers keep up
@@ -36,6 +37,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import default_collate
 
+from ebmtrack.models.precision import fast_dtype
 from ebmtrack.training.box_regression import BoxLossConfig
 from ebmtrack.training.distributed import init_distributed
 from ebmtrack.training.feature_cache import _encode_chunk
@@ -86,13 +88,18 @@ def main(argv: list[str] | None = None) -> int:
         train[index]
 
     def step(loss: str) -> None:
-        value, _ = modules[loss](batch)
-        optimizers[loss].zero_grad()
-        value.backward()
-        optimizers[loss].step()
+        # "LOSS bf16": the same module's forward in bfloat16 autocast (AMX / avx512_bf16)
+        name, bf16 = loss.removesuffix(" bf16"), loss.endswith(" bf16")
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            value, _ = modules[name](batch)
+        optimizers[name].zero_grad()
+        value.float().backward()
+        optimizers[name].step()
 
+    native_bf16 = fast_dtype("cpu") == torch.bfloat16
+    steps = list(modules) + (["mse bf16", "nce+ bf16"] if native_bf16 else [])
     times: dict[str, list[float]] = {"cache build": [], "stream item": []}
-    times.update({f"head step {loss}": [] for loss in modules})
+    times.update({f"head step {loss}": [] for loss in steps})
     index = 1
     for _ in range(args.rounds):
         for name, call in (("cache build", build), ("stream item", item)):
@@ -101,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                 call(index)
                 index += 1
             times[name].append((time.perf_counter() - start) / 4)
-        for loss in modules:
+        for loss in steps:
             start = time.perf_counter()
             step(loss)
             times[f"head step {loss}"].append((time.perf_counter() - start) / args.batch)
@@ -109,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     rates = {name: 1 / seconds for name, seconds in per_pair.items()}
 
     derived = {}
-    for loss in modules:
+    for loss in steps:
         head = per_pair[f"head step {loss}"]
         derived[f"cached loop {loss}, {args.visits} visits"] = 1 / (
             per_pair["cache build"] + args.visits * head
@@ -147,6 +154,11 @@ def main(argv: list[str] | None = None) -> int:
                 / measured[f"trainer mse, {args.workers} worker(s)"],
                 2,
             ),
+        },
+        "bf16_vs_float32, head step": {
+            loss: round(per_pair[f"head step {loss}"] / per_pair[f"head step {loss} bf16"], 2)
+            for loss in ("mse", "nce+")
+            if f"head step {loss} bf16" in per_pair
         },
         "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},

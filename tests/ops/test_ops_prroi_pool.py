@@ -201,6 +201,23 @@ def test_float32_agrees_with_float64(features):
     torch.testing.assert_close(out32.double(), out64, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_maps_are_pooled_in_float32(features, dtype):
+    """A half-precision map (a head under autocast) is pooled as its float32 values would be,
+    the boxes at full precision, and its gradient reaches the map in its own dtype."""
+    half = features.to(dtype).requires_grad_()
+    out = prroi_pool(half, ROIS, 4, 0.5)
+    assert out.dtype == dtype
+    expected = prroi_pool(half.detach().float(), ROIS.float(), 4, 0.5).to(dtype)
+    torch.testing.assert_close(out, expected, atol=0, rtol=0)
+    out.float().sum().backward()
+    assert half.grad.dtype == dtype and half.grad.abs().sum() > 0
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # the pooling's products stay float32
+        again = prroi_pool(half, ROIS, 4, 0.5)
+    torch.testing.assert_close(again, expected, atol=0, rtol=0)
+    again.float().sum().backward()  # its backward too
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_rejects_non_finite_coordinates(features, bad):
     rois = ROIS.clone()

@@ -382,7 +382,9 @@ def prroi_pool(
     """Precise RoI Pooling: the mean of the bilinearly interpolated feature map over each bin.
 
     Args:
-        features: (B, C, H, W) float32 or float64 feature map, on CPU or CUDA.
+        features: (B, C, H, W) float32 or float64 feature map, on CPU or CUDA; float16 and
+            bfloat16 maps (autocast) are pooled in float32, the boxes too, and the result is
+            returned in the map's dtype.
         rois: (K, 5) rows (batch index, x1, y1, x2, y2) in image coordinates; K may be 0. The
             RoI covers [x1 * s, x2 * s] x [y1 * s, y2 * s] on the feature map (s =
             ``spatial_scale``, no rounding, no half-pixel offset): at s = 1, (0, 0, 0, 4, 4) is
@@ -411,6 +413,10 @@ def prroi_pool(
     """
     out_h, out_w = _pair(output_size)
     _check_inputs(features, rois, spatial_scale)
+    if features.dtype in (torch.float16, torch.bfloat16):  # e.g. under autocast
+        with torch.autocast(features.device.type, enabled=False):
+            pooled = prroi_pool(features.float(), rois.float(), output_size, spatial_scale)
+        return pooled.to(features.dtype)
     num_batches, channels, height, width = features.shape
     if rois.shape[0] == 0:
         # Keep the result attached to the graph so that a backward pass through it is valid.
