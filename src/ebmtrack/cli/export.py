@@ -15,7 +15,8 @@ def add_parser(subparsers) -> None:
         help="write a tracker's ONNX graphs and parameters for the runtime without PyTorch",
         description=(
             "Build a tracker as 'track' would and write what ebmtrack.lite needs to run it with "
-            "ONNX Runtime, NumPy and OpenCV alone: the backbone in float32 and int8, the box "
+            "ONNX Runtime and NumPy alone (OpenCV where installed): the backbone in float32 and "
+            "int8, the box "
             "head's graphs, the parameters as JSON and a manifest with every file's sha256 "
             "(docs/lite.md). --out must be new, empty, or an earlier export."
         ),
