@@ -57,8 +57,8 @@ def remove_unfinished(
     """Remove the temporary files a writer killed mid-write (SIGKILL) left of one tracker, run
     and sequence; its finished files stay."""
     box_path, time_path = result_paths(out_dir, tracker, run, sequence, parameter)
-    names = [box_path.name, time_path.name, f"{sequence}_confidence.txt"]
-    for name in names:
+    scores_path = confidence_path(out_dir, tracker, run, sequence)
+    for name in (box_path.name, time_path.name, scores_path.name):
         for tmp in box_path.parent.glob(f".{glob.escape(name)}.*.tmp"):
             tmp.unlink(missing_ok=True)
 

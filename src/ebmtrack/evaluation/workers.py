@@ -151,8 +151,8 @@ class _Worker:
         if self.process.is_alive():
             self.process.kill()
             self.process.join()
-            if self.job is not None:  # killed: it may have been writing a result file
-                job = self.job
+            job = self.job
+            if job is not None:  # killed: it may have been writing a result file
                 remove_unfinished(
                     self.out_dir, job.tracker.name, job.run, job.sequence.name, job.parameter
                 )
