@@ -117,6 +117,12 @@ def test_gradcheck_features_and_coordinates(features):
     assert torch.autograd.gradcheck(lambda xyxy: pool(features.detach(), xyxy), (coords,))
 
 
+def test_gradcheck_features_alone(features):
+    # Training with drawn boxes: no gradient in the boxes, so the backward skips their products.
+    features = features.clone().requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda feats: prroi_pool(feats, ROIS, (3, 2), 0.5), (features,))
+
+
 @pytest.mark.parametrize("batch", [[0, 0, 0, 0], [0, 0, 1, 1]])
 def test_gradcheck_sorted_layouts(features, batch):
     # One image, and images in order with the same RoI count: the layouts without padding.

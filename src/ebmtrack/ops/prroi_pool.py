@@ -31,6 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ebmtrack.ops.hat import hat, hat_cdf
+
 __all__ = ["PrRoIPool2D", "hat_cdf", "prroi_pool"]
 
 
@@ -41,21 +43,6 @@ def _pair(output_size: int | tuple[int, int]) -> tuple[int, int]:
     if min(size) < 1:
         raise ValueError(f"output_size must be positive, got {output_size!r}")
     return size
-
-
-def hat_cdf(t: Tensor) -> Tensor:
-    """Cumulative integral of the bilinear hat k(t) = max(0, 1 - |t|), elementwise.
-
-    0 for t <= -1, (t + 1)^2 / 2 on [-1, 0], 1 - (1 - t)^2 / 2 on [0, 1] and 1 for t >= 1; on
-    [-1, 1] both pieces equal 1/2 + t - t |t| / 2. Continuously differentiable, derivative k(t).
-    """
-    t = t.clamp(-1.0, 1.0)
-    return torch.addcmul(t + 0.5, t, t.abs(), value=-0.5)
-
-
-def _hat(t: Tensor) -> Tensor:
-    """k(t) = max(0, 1 - |t|), the derivative of :func:`hat_cdf`."""
-    return (1.0 - t.abs()).clamp(min=0.0)
 
 
 class _BinGeometry(NamedTuple):
@@ -118,7 +105,7 @@ def _corner_gradient(geometry: _BinGeometry, grad_weights: Tensor) -> Tensor:
     fraction, t, inv_size, weights = geometry
     scaled = grad_weights * inv_size[:, :, None, None]  # A
     padded = F.pad(scaled, (0, 0, 1, 1))
-    edges = (_hat(t) * (padded[:, :, :-1] - padded[:, :, 1:])).sum(-1)  # Z, (K, 2, P + 1)
+    edges = (hat(t) * (padded[:, :, :-1] - padded[:, :, 1:])).sum(-1)  # Z, (K, 2, P + 1)
     area = (scaled * weights).sum((-2, -1)) * fraction[:, 1]  # E, (K, 2)
     at_end = (edges * fraction).sum(-1)
     return torch.cat([edges.sum(-1) - at_end + area, at_end - area], dim=1)
@@ -157,6 +144,13 @@ def _from_groups(values: Tensor, layout: _Layout) -> Tensor:
 DENSE_MAX_CELLS = 256
 
 
+def _per_bin_row(weights_x: Tensor, out_h: int) -> Tensor:
+    """(G, S, PW, W) weights along x -> (G*S*PH, PW, W), repeated for each of the PH bin rows."""
+    num_groups, num_slots, out_w, width = weights_x.shape
+    repeated = weights_x[:, :, None].expand(num_groups, num_slots, out_h, out_w, width)
+    return repeated.reshape(-1, out_w, width)
+
+
 def _pool(
     window: Tensor,
     corners: Tensor,
@@ -171,13 +165,15 @@ def _pool(
         (K, C, PH, PW) pooled, the tensors the backward pass needs (see there) and the bins'
         geometry.
 
-    Two ways to the same numbers. Large windows (training): separably, along x for all RoIs of
-    an image at once, (G, S*PW, W) @ (G, W, C*H), then along y per RoI, (G*S, PH, H) @
-    (G*S, H, PW*C), whose wide outputs keep MKL efficient. Small windows (tracking, at most
-    ``DENSE_MAX_CELLS`` cells): each RoI's bins as one dense (PH*PW, H*W) kernel, the outer
-    product of its two weight vectors, and a single product (G, S*PH*PW, H*W) @ (G, H*W, C):
-    more multiply-adds, but one well-shaped product instead of several tiny ones with
-    transposed operands, which cost far more here than their arithmetic.
+    Two ways to the same numbers. Large windows (training): separably, along y for all RoIs of
+    an image at once on the window laid out channels-last, (G, S*PH, H) @ (G, H, W*C), then
+    along x per RoI and bin row, (G*S*PH, PW, W) @ (G*S*PH, W, C), where the first product's
+    output already has the second's layout: no copy of the large intermediate either way, which
+    is what the pooling of many RoIs (an EBM loss's samples) spends its time on otherwise.
+    Small windows (tracking, at most ``DENSE_MAX_CELLS`` cells): each RoI's bins as one dense
+    (PH*PW, H*W) kernel, the outer product of its two weight vectors, and a single product
+    (G, S*PH*PW, H*W) @ (G, H*W, C): more multiply-adds, but one well-shaped product instead of
+    several tiny ones with transposed operands, which cost far more here than their arithmetic.
     """
     num_groups, channels, height, width = window.shape
     out_w, out_h = bins
@@ -192,12 +188,12 @@ def _pool(
         pooled = _from_groups(pooled.view(num_groups, -1, out_h, out_w, channels), layout)
         saved = (kernel, flat, weights_x, weights_y)
     else:
-        rows = window.reshape(num_groups, channels * height, width)
-        along_x = torch.matmul(weights_x.reshape(num_groups, -1, width), rows.transpose(1, 2))
-        along_x = along_x.view(-1, out_w * channels, height).transpose(1, 2)
-        pooled = torch.matmul(weights_y.reshape(-1, out_h, height), along_x)
+        lines = window.permute(0, 2, 3, 1).reshape(num_groups, height, width * channels)
+        along_y = torch.matmul(weights_y.reshape(num_groups, -1, height), lines)  # (G, S*PH, W*C)
+        along_y = along_y.view(-1, width, channels)  # (G*S*PH, W, C)
+        pooled = torch.bmm(_per_bin_row(weights_x, out_h), along_y)  # (G*S*PH, PW, C)
         pooled = _from_groups(pooled.view(num_groups, -1, out_h, out_w, channels), layout)
-        saved = (rows, along_x)
+        saved = (lines, along_y)
     return pooled.permute(0, 3, 1, 2).contiguous(), saved, geometry
 
 
@@ -212,6 +208,8 @@ class _PrRoIPoolFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, window, corners, bins, first_cells, layout):
         pooled, saved, geometry = _pool(window, corners, bins, first_cells, layout)
+        if len(saved) == 2 and not ctx.needs_input_grad[1]:
+            saved = (None, None)  # the separable path's products serve the corners' gradient only
         ctx.save_for_backward(window, corners, *geometry, *saved)
         ctx.bins, ctx.first_cells, ctx.layout = bins, first_cells, layout
         ctx.window_shape = window.shape
@@ -265,29 +263,26 @@ def _dense_backward(grad, saved, need_window, need_corners):
 
 def _separable_backward(grad, saved, geometry, ctx, need_window, need_corners):
     """Backward of the separable path, the same outputs as :func:`_dense_backward`."""
-    rows, along_x = saved
+    lines, along_y = saved
     num_groups, channels, height, width = ctx.window_shape
     out_w, out_h = ctx.bins
     weights = geometry.weights
-    grad = grad.reshape(-1, out_h, out_w * channels)
-    weights_y = _to_groups(weights[:, 1, :out_h, :height], ctx.layout).reshape(-1, out_h, height)
-    # Back through the y products to along_x, laid out as (G, S*PW, C*H) again.
-    grad_along_x = torch.matmul(weights_y.transpose(1, 2), grad)  # (G*S, H, PW*C)
-    grad_along_x = grad_along_x.transpose(1, 2).reshape(num_groups, -1, channels * height)
+    grad = grad.reshape(-1, out_w, channels)  # (G*S*PH, PW, C)
+    weights_x = _to_groups(weights[:, 0, :out_w, :width], ctx.layout)  # (G, S, PW, W)
+    weights_y = _to_groups(weights[:, 1, :out_h, :height], ctx.layout)
+    weights_y = weights_y.reshape(num_groups, -1, height)  # (G, S*PH, H)
+    # Back through the x products to along_y, laid out as (G, S*PH, W*C) again.
+    grad_along_y = torch.bmm(_per_bin_row(weights_x, out_h).transpose(1, 2), grad)
+    grad_along_y = grad_along_y.view(num_groups, -1, width * channels)
     grad_window = grad_x = grad_y = None
     if need_window:
-        weights_x = _to_groups(weights[:, 0, :out_w, :width], ctx.layout)
-        # (G, C*H, S*PW) @ (G, S*PW, W): the window's gradient in its own layout.
-        grad_window = torch.matmul(
-            grad_along_x.transpose(1, 2), weights_x.reshape(num_groups, -1, width)
-        )
+        grad_lines = torch.matmul(weights_y.transpose(1, 2), grad_along_y)  # (G, H, W*C)
+        grad_window = grad_lines.view(num_groups, height, width, channels).permute(0, 3, 1, 2)
+        grad_window = grad_window.contiguous()
     if need_corners:
-        # (G, S*PW, W) computed transposed, (G, W, C*H) @ (G, C*H, S*PW): the long
-        # contraction runs along contiguous memory in both operands: 3x faster here than
-        # (G, S*PW, C*H) @ (G, C*H, W).
-        grad_x = torch.matmul(rows.transpose(1, 2), grad_along_x.transpose(1, 2))
-        grad_x = grad_x.transpose(1, 2).reshape(num_groups, -1, out_w, width)
-        grad_y = torch.matmul(grad, along_x.transpose(1, 2))  # (G*S, PH, H)
+        grad_x = torch.bmm(grad, along_y.transpose(1, 2))  # (G*S*PH, PW, W)
+        grad_x = grad_x.view(num_groups, -1, out_h, out_w, width).sum(2)
+        grad_y = torch.matmul(grad_along_y, lines.transpose(1, 2))  # (G, S*PH, H)
         grad_y = grad_y.view(num_groups, -1, out_h, height)
     return grad_window, grad_x, grad_y
 

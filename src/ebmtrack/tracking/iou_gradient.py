@@ -9,7 +9,7 @@ cost more than the arithmetic. With the features fixed for the frame, the IoU of
 
 (BatchNorm folded into the linear layers, :func:`~ebmtrack.tracking.box_refine.fold_box_head`),
 where ``wx[q, j] = (K(x1 + (q + 1) d - j) - K(x1 + q d - j)) / d`` are PrRoIPool's bin weights
-(:func:`ebmtrack.ops.prroi_pool.hat_cdf` ``K``, bin width ``d`` = box width / bins, coordinates in
+(:func:`ebmtrack.ops.hat.hat_cdf` ``K``, bin width ``d`` = box width / bins, coordinates in
 feature cells; the same along y). Its gradient is a few matrix products: back through the linear
 layers to ``dL/dpool``, to ``dL/dwx`` and ``dL/dwy``, then to ``(x1, d)`` with ``K' = `` the hat
 ``k(t) = max(0, 1 - |t|)``. Same values and gradients as autograd through
@@ -24,14 +24,9 @@ import torch
 from torch import Tensor, nn
 
 from ebmtrack.models.iou_net import AtomIoUNet
-from ebmtrack.ops.prroi_pool import hat_cdf
+from ebmtrack.ops.hat import hat, hat_cdf
 
 __all__ = ["IoUGradient"]
-
-
-def _hat(t: Tensor) -> Tensor:
-    """k(t) = max(0, 1 - |t|), the derivative of :func:`hat_cdf`."""
-    return (1.0 - t.abs()).clamp(min=0.0)
 
 
 class IoUGradient:
@@ -126,9 +121,9 @@ class IoUGradient:
         grad_w[:, 1, :, :height] = grad_wy
         # w = (K[e + 1] - K[e]) / d with K = cdf(x1 + e d - j): d w / d x1 = (k[e+1] - k[e]) / d
         # and d w / d d = ((e + 1) k[e + 1] - e k[e]) / d - w / d.
-        hat = _hat(t)
-        d_start = torch.diff(hat, dim=2) * inv_size[:, :, None, None]
-        d_size = torch.diff(hat * edges[:, None], dim=2) * inv_size[:, :, None, None]
+        kernel = hat(t)
+        d_start = torch.diff(kernel, dim=2) * inv_size[:, :, None, None]
+        d_size = torch.diff(kernel * edges[:, None], dim=2) * inv_size[:, :, None, None]
         d_size = d_size - weights * inv_size[:, :, None, None]
         grad_start = (grad_w * d_start).sum(dim=(2, 3))  # (N, 2)
         grad_size = (grad_w * d_size).sum(dim=(2, 3)) * nonempty
