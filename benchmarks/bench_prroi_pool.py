@@ -6,6 +6,8 @@ Workloads (ATOM's IoU-Net, 288 x 288 crops):
   refinement), and to coordinates and features.
 - training: batch 64 with 16 proposals each (ATOM's proposal recipe), same maps; forward +
   backward to the features.
+- training EBM: batch 32 with an EBM loss's 128 drawn boxes plus the target each (NCE+'s
+  Gaussian mixture in relative box space, sigmas 0.05 and 0.5), same maps and backward.
 
 Times are per call of both maps together: wall-clock min and median over the repetitions, and
 the median process CPU time (all threads). The per-bin baseline's cost is linear in the number
@@ -130,6 +132,22 @@ def training_rois(batch: int, generator: torch.Generator) -> torch.Tensor:
     return torch.cat(rows)
 
 
+def ebm_rois(batch: int, generator: torch.Generator, samples: int = 128) -> torch.Tensor:
+    """The target and ``samples`` boxes per image drawn as an EBM loss draws them: centre and
+    log size offsets relative to the target, half with sigma 0.05 and half with 0.5."""
+    rows = []
+    for image in range(batch):
+        size = CROP / 5 * torch.exp(0.5 * torch.randn(2, generator=generator)).clamp(0.3, 3)
+        centre = CROP / 2 + (torch.rand(2, generator=generator) - 0.5) * 0.5 * size
+        sigma = torch.tensor([0.05, 0.5]).repeat_interleave(samples // 2)[:, None]
+        noise = torch.randn(samples, 4, generator=generator) * sigma
+        centres = torch.cat([centre[None], centre + noise[:, :2] * size])
+        sizes = torch.cat([size[None], size * noise[:, 2:].exp()])
+        xyxy = torch.cat([centres - sizes / 2, centres + sizes / 2], dim=1)
+        rows.append(torch.cat([torch.full((samples + 1, 1), float(image)), xyxy], dim=1))
+    return torch.cat(rows)
+
+
 def pool_both(pool, maps, rois):
     return [pool(feat, rois, bins, scale) for feat, (_, scale, bins) in zip(maps, MAPS)]
 
@@ -187,6 +205,7 @@ def main() -> None:
         for name, batch, rois in (
             ("tracking", 1, tracking_rois(generator)),
             ("training", args.batch, training_rois(args.batch, generator)),
+            ("training EBM", 32, ebm_rois(32, generator)),
         )
     ]
     results = []
@@ -205,7 +224,8 @@ def main() -> None:
                 reps, base_reps = args.train_reps, 1
             # The per-bin baseline's cost is linear in the number of RoIs: on the training
             # workload it runs on the RoIs of the first images only and is scaled up.
-            subset = rois[rois[:, 0] < args.baseline_images]
+            images = 1 if name == "training EBM" else args.baseline_images
+            subset = rois[rois[:, 0] < images]
             diff, grad_diff = differences(maps, subset)
             for case, grads in cases.items():
                 ours = measure(workload(prroi_pool, maps, rois, *grads), reps)

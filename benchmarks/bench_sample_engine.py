@@ -16,7 +16,8 @@ From these: the distinct pairs per second of the cached loop when each cached pa
 ``--visits`` times (1 / (1 / build + visits / step)), and of the stream when the workers keep up
 (min(workers x item, step) with the workers on their own cores); then ``trainer``: the rate one
 short epoch of the real :class:`~ebmtrack.training.Trainer` with the stream and
-``--workers`` DataLoader workers reports. Medians are reported with the load average.
+``--workers`` DataLoader workers reports (on a CPU with native bfloat16 also with the step in
+bfloat16 autocast, ``trainer.cpu_bf16``). Medians are reported with the load average.
 
 Usage::
 
@@ -127,9 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     measured = {}
-    for loss in modules:
-        config = _config(args.pack, loss, args.workers, args.batch)
+    for loss in list(modules) + (["mse bf16", "nce+ bf16"] if native_bf16 else []):
+        config = _config(args.pack, loss.removesuffix(" bf16"), args.workers, args.batch)
         config.trainer.samples_per_epoch = args.trainer_pairs
+        config.trainer.cpu_bf16 = loss.endswith(" bf16")
         run_module = config.build_module()
         with tempfile.TemporaryDirectory() as folder:
             data, _ = config.datasets(run_module, Path(folder), init_distributed("cpu"))
@@ -146,6 +148,15 @@ def main(argv: list[str] | None = None) -> int:
                 2,
             )
             for loss in modules
+        },
+        "trainer bf16_vs_float32": {
+            loss: round(
+                measured[f"trainer {loss} bf16, {args.workers} worker(s)"]
+                / measured[f"trainer {loss}, {args.workers} worker(s)"],
+                2,
+            )
+            for loss in ("mse", "nce+")
+            if native_bf16
         },
         "windows_vs_whole_maps, mse": {
             "head step": round(per_pair["head step mse"] / per_pair["head step mse windows"], 2),

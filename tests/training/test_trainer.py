@@ -1,4 +1,5 @@
 import csv
+import math
 import os
 import subprocess
 import sys
@@ -132,3 +133,20 @@ def test_a_module_without_trainable_parameters_is_rejected(tmp_path):
     module = ToyModule().requires_grad_(False)
     with pytest.raises(ValueError, match="requires_grad"):
         Trainer(module, ToyRegression(), toy_config(), tmp_path)
+
+
+def test_cpu_bf16_runs_the_step_in_bfloat16_and_validates_in_float32(tmp_path):
+    module = ToyModule()
+    seen = []
+    module.net[0].register_forward_hook(lambda mod, args, out: seen.append(out.dtype))
+    config = toy_config(epochs=1, cpu_bf16=True)
+    result = Trainer(module, ToyRegression(), config, tmp_path, val_data=ToyRegression(seed=1))
+    result = result.fit()[-1]
+    steps, val_steps = 128 // 16, 64 // 16
+    assert seen == [torch.bfloat16] * steps + [torch.float32] * val_steps
+    assert math.isfinite(result.train["loss"]) and math.isfinite(result.val["loss"])
+
+
+def test_cpu_bf16_is_refused_off_the_cpu():
+    with pytest.raises(ValueError, match="trainer.cpu_bf16 applies to CPU runs only"):
+        toy_config(cpu_bf16=True, device="cuda")

@@ -44,6 +44,9 @@ class TrainerConfig:
         seed: seeds the data order and every random draw of the training step.
         device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda"``.
         amp: mixed precision (float16 autocast + gradient scaling); only used on CUDA.
+        cpu_bf16: on the CPU, the training step's forward in bfloat16 autocast (the validation
+            stays float32); it pays where the CPU has native bfloat16 (AMX, avx512_bf16) and
+            slows the step down elsewhere. CPU runs only.
         sync_batchnorm: in a multi-GPU run, compute BatchNorm statistics over the global batch
             (SyncBatchNorm). PyTorch supports this on GPUs only: on CPUs (gloo) every process
             normalizes with its own share of the batch.
@@ -65,6 +68,7 @@ class TrainerConfig:
     seed: int = 1
     device: str = "auto"
     amp: bool = True
+    cpu_bf16: bool = False
     sync_batchnorm: bool = True
     keep_checkpoints: int = 2
     progress: bool = True
@@ -87,6 +91,8 @@ class TrainerConfig:
             raise ValueError(f"lr_gamma must be in (0, 1], got {self.lr_gamma}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device must be one of auto, cpu, cuda; got {self.device!r}")
+        if self.cpu_bf16 and self.device == "cuda":
+            raise ValueError("trainer.cpu_bf16 applies to CPU runs only, not to cuda")
 
 
 def _plain(value: Any) -> Any:

@@ -124,6 +124,9 @@ class Trainer:
             self.optimizer, step_size=config.lr_step_epochs, gamma=config.lr_gamma
         )
         self.use_amp = config.amp and self.device.type == "cuda"
+        if config.cpu_bf16 and self.device.type != "cpu":
+            raise ValueError(f"trainer.cpu_bf16 applies to CPU runs only, not to {self.device}")
+        self.autocast_dtype = torch.bfloat16 if config.cpu_bf16 else torch.float16
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.use_amp)
         self.model: nn.Module = self.module
         if self.context.is_distributed:
@@ -240,7 +243,11 @@ class Trainer:
         for steps_done, batch in enumerate(progress, start=1):
             batch = to_device(batch, self.device)
             torch.manual_seed(step_seed(self.config.seed, self.global_step, self.context.rank))
-            with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.use_amp):
+            with torch.autocast(
+                self.device.type,
+                dtype=self.autocast_dtype,
+                enabled=self.use_amp or self.config.cpu_bf16,
+            ):
                 loss, stats = self.model(batch)
             reduced = self._reduced_stats(loss, stats)
             if not math.isfinite(reduced[0].item()):
