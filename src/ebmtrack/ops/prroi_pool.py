@@ -33,7 +33,7 @@ from torch import Tensor, nn
 
 from ebmtrack.ops.hat import hat, hat_cdf
 
-__all__ = ["PrRoIPool2D", "hat_cdf", "prroi_pool"]
+__all__ = ["PrRoIPool2D", "prroi_pool"]
 
 
 def _pair(output_size: int | tuple[int, int]) -> tuple[int, int]:
