@@ -150,3 +150,52 @@ def test_pairs_from_real_sequences_and_their_frames_as_textures():
     textures = ImageTextures([sequences[0].frame(0), sequences[1].frame(0)])
     config = SyntheticConfig(num_frames=5, frame_size=(64, 80))
     assert SyntheticSequence("real", config, 0, textures).frame(4).shape == (64, 80, 3)
+
+
+class TexturedSequence(FakeSequence):
+    """FakeSequence with 96 x 96 textured frames (each frame its own noise) for real crops."""
+
+    def frame(self, index):
+        return np.random.default_rng(index).integers(0, 256, (96, 96, 3), dtype=np.uint8)
+
+
+def _processed_pairs(**changes):
+    from ebmtrack.data.processing import AtomProcessing
+
+    videos = [TexturedSequence(f"v{k}", np.ones(60, dtype=bool)) for k in range(3)]
+    for video in videos:  # boxes inside the 96-pixel frames, x still the frame's index
+        video.ground_truth[:, 0] = 10 + video.ground_truth[:, 0] % 50
+        video.ground_truth[:, 1:] = [20, 24, 30]
+    processing = AtomProcessing(output_size=64, **changes)
+    return TrackingPairs([videos], processing=processing, max_gap=10, num_pairs=50, seed=3)
+
+
+def test_a_group_of_one_is_the_pair():
+    pairs = _processed_pairs(flip_probability=0.5)
+    for index in range(12):
+        (member,) = pairs.group(index, 1)
+        pair = pairs[index]
+        assert member.keys() == pair.keys()
+        for key in pair:
+            assert np.array_equal(member[key].numpy(), pair[key].numpy()), key
+
+
+def test_a_group_shares_one_reference_crop_and_draws_its_tests():
+    pairs = _processed_pairs()
+    group = pairs.group(7, 4)
+    assert len(group) == 4
+    for member in group[1:]:
+        assert member["ref_image"] is group[0]["ref_image"]
+        assert np.array_equal(member["ref_box"].numpy(), group[0]["ref_box"].numpy())
+    # Each test crop has its own jitter and proposals.
+    boxes = {tuple(member["test_box"].tolist()) for member in group}
+    assert len(boxes) == 4
+    assert not np.array_equal(group[0]["proposals"].numpy(), group[1]["proposals"].numpy())
+
+
+def test_groups_need_a_processing_that_makes_them():
+    pairs = TrackingPairs([[_video("v", 40, 0)]], num_pairs=5)
+    with pytest.raises(ValueError, match="makes no groups"):
+        pairs.group(0, 2)
+    with pytest.raises(ValueError, match="size must be an integer >= 1"):
+        _processed_pairs().group(0, 0)

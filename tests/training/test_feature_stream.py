@@ -119,3 +119,36 @@ def test_the_stream_trains_an_ebm_head_too(tmp_path):
     results = run_experiment(config, tmp_path)
     assert results[-1].train["pairs_seen"] == 8
     assert (tmp_path / IoUNetExperiment.model_file).exists()
+
+
+def test_pairs_sharing_a_reference_pass_it_through_the_backbone_once():
+    config = stream_config()
+    module = config.build_module()
+    train, _ = config.build_datasets()
+    streamed = StreamedPairs(
+        train, module.backbone, module.layers, runtime="torch", tests_per_reference=3
+    )
+    calls = []
+    extract = streamed._extractor()
+    streamed._extract = lambda images: calls.append(len(images)) or extract(images)
+    items = [streamed[i] for i in range(6)]
+    assert calls == [4, 4]  # one batch per group: the reference and its three test crops
+    group = train.group(1, 3)  # items 3, 4, 5
+    with torch.no_grad():
+        images = torch.stack([group[0]["ref_image"]] + [m["test_image"] for m in group])
+        feats = module.backbone(images, module.layers)
+    for member, item in zip(group, items[3:], strict=True):
+        for key in ("ref_box", "test_box", "proposals", "proposal_iou"):
+            torch.testing.assert_close(item[key], member[key], rtol=0, atol=0)
+    for level, layer in enumerate(module.layers):
+        for row, item in enumerate(items[3:], start=1):
+            torch.testing.assert_close(item[f"ref_feat{level}"], items[3][f"ref_feat{level}"])
+            torch.testing.assert_close(
+                item[f"test_feat{level}"].float(), feats[layer][row], rtol=2e-3, atol=2e-3
+            )
+    assert not torch.equal(items[2]["ref_feat0"], items[3]["ref_feat0"])  # the next group
+
+
+def test_tests_per_reference_must_be_a_positive_integer():
+    with pytest.raises(ValueError, match="feature_stream.tests_per_reference"):
+        FeatureStreamConfig(enabled=True, tests_per_reference=0)

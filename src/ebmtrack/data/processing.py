@@ -243,22 +243,41 @@ class AtomProcessing(JitteredCrops):
 
     def __call__(self, pair: FramePair, rng: np.random.Generator) -> dict[str, Tensor]:
         """Process ``pair`` drawing every random choice from ``rng``; see the module docstring."""
-        ref_patch, ref_box, _ = self.crop(pair.ref_frame, pair.ref_box, 0, rng)
-        test_patch, test_box, _ = self.crop(pair.test_frame, pair.test_box, 1, rng)
+        return self.group(pair.ref_frame, pair.ref_box, [(pair.test_frame, pair.test_box)], rng)[0]
+
+    def group(
+        self,
+        ref_frame: np.ndarray,
+        ref_box: np.ndarray,
+        tests: list[tuple[np.ndarray, np.ndarray]],
+        rng: np.random.Generator,
+    ) -> list[dict[str, Tensor]]:
+        """One sample per (test frame, box) of ``tests``, all with the same reference crop: its
+        jitter, the flip and the grayscale choice are drawn once, each test crop's jitter,
+        brightness and proposals of its own. With one test, exactly :meth:`__call__`'s draws."""
+        ref_patch, ref_crop_box, _ = self.crop(ref_frame, ref_box, 0, rng)
+        crops = [self.crop(frame, box, 1, rng)[:2] for frame, box in tests]
+        patches, boxes = [c[0] for c in crops], [c[1] for c in crops]
         if rng.random() < self.flip_probability:
-            ref_patch, test_patch = ref_patch[:, ::-1], test_patch[:, ::-1]
-            for box in (ref_box, test_box):
+            ref_patch, patches = ref_patch[:, ::-1], [p[:, ::-1] for p in patches]
+            for box in (ref_crop_box, *boxes):
                 box[0] = self.output_size - box[0] - box[2]
-        ref_image, test_image = self._color([ref_patch, test_patch], rng)
-        generator = torch.Generator().manual_seed(int(rng.integers(2**63)))
-        test_box_t = torch.as_tensor(test_box, dtype=torch.float32)
-        return {
-            "ref_image": ref_image,
-            "ref_box": torch.as_tensor(ref_box, dtype=torch.float32),
-            "test_image": test_image,
-            "test_box": test_box_t,
-            **self._candidates(test_box_t, generator),
-        }
+        ref_image, *test_images = self._color([ref_patch, *patches], rng)
+        ref_box_t = torch.as_tensor(ref_crop_box, dtype=torch.float32)
+        samples = []
+        for test_image, box in zip(test_images, boxes, strict=True):
+            generator = torch.Generator().manual_seed(int(rng.integers(2**63)))
+            test_box_t = torch.as_tensor(box, dtype=torch.float32)
+            samples.append(
+                {
+                    "ref_image": ref_image,
+                    "ref_box": ref_box_t,
+                    "test_image": test_image,
+                    "test_box": test_box_t,
+                    **self._candidates(test_box_t, generator),
+                }
+            )
+        return samples
 
 
 @dataclass(frozen=True)

@@ -85,13 +85,26 @@ def choose_frames(
     are in ``frame_numbers`` (the source video's numbering of a subsampled sequence) when given,
     else in indices. Raises ValueError when no frame is usable.
     """
+    reference, (test,) = choose_reference_and_tests(usable, max_gap, rng, frame_numbers)
+    return reference, test
+
+
+def choose_reference_and_tests(
+    usable: np.ndarray,
+    max_gap: int,
+    rng: np.random.Generator,
+    frame_numbers: np.ndarray | None = None,
+    num_tests: int = 1,
+) -> tuple[int, list[int]]:
+    """A reference frame and ``num_tests`` test frames, each drawn as :func:`choose_frames` draws
+    its one (independently, so they may repeat); with one test the same draws as there."""
     candidates = np.flatnonzero(usable)
     if len(candidates) == 0:
         raise ValueError("the sequence has no usable frame")
     positions = _positions(candidates, frame_numbers)
     pick = int(rng.integers(len(candidates)))
     near = candidates[np.abs(positions - positions[pick]) <= max_gap]
-    return int(candidates[pick]), int(near[rng.integers(len(near))])
+    return int(candidates[pick]), [int(near[rng.integers(len(near))]) for _ in range(num_tests)]
 
 
 class TrackingPairs(Dataset):
@@ -193,6 +206,29 @@ class TrackingPairs(Dataset):
     def rng(self, index: int) -> np.random.Generator:
         """The generator of pair ``index``."""
         return np.random.default_rng([self.seed, int(index)])
+
+    def group(self, index: int, size: int) -> list[Any]:
+        """``size`` samples that share one reference frame and its crop: draw ``index`` with
+        ``size`` test frames (:func:`choose_reference_and_tests`), each test frame near the
+        reference, through the processing's ``group`` (e.g.
+        :meth:`~ebmtrack.data.processing.AtomProcessing.group`). ``group(i, 1)[0]`` is pair
+        ``i``. Samples of one group are not independent draws: a trainer that reads them counts
+        distinct (reference crop, test crop) pairs, ``size`` per reference."""
+        if not 0 <= index < self.num_pairs:
+            raise IndexError(f"group index {index} out of range for {self.num_pairs}")
+        if int(size) != size or size < 1:
+            raise ValueError(f"size must be an integer >= 1, got {size}")
+        if not hasattr(self.processing, "group"):
+            raise ValueError(f"the processing {type(self.processing).__name__} makes no groups")
+        rng = self.rng(index)
+        _, sequence, usable = self.draw_sequence(rng)
+        numbers = getattr(sequence, "frame_numbers", None)
+        reference, tests = choose_reference_and_tests(usable, self.max_gap, rng, numbers, int(size))
+        frames = [
+            (sequence.frame(t), np.array(sequence.ground_truth[t], dtype=np.float64)) for t in tests
+        ]
+        ref_box = np.array(sequence.ground_truth[reference], dtype=np.float64)
+        return self.processing.group(sequence.frame(reference), ref_box, frames, rng)
 
     def __getitem__(self, index: int) -> Any:
         if not 0 <= index < self.num_pairs:

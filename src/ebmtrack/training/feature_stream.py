@@ -43,19 +43,27 @@ class FeatureStreamConfig:
         runtime: the backbone's runtime in the workers: ``onnx-int8`` (the trackers' default
             backbone path), ``onnx`` (float32) or ``torch`` (float32, eager).
         threads: intra-op threads of the backbone in each worker.
+        tests_per_reference: training pairs that share one reference crop (its frame, crop and
+            backbone pass; :meth:`~ebmtrack.data.sampler.TrackingPairs.group`): 1 makes every
+            pair an independent draw; k > 1 saves k - 1 reference crops' backbone passes and
+            draws per k pairs, at the price of pairs that are no longer independent. Validation
+            pairs are always independent draws.
     """
 
     enabled: bool = False
     runtime: str = "onnx-int8"
     threads: int = 1
+    tests_per_reference: int = 1
 
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
             raise ValueError(
                 f"feature_stream.runtime must be one of {', '.join(RUNTIMES)}, got {self.runtime!r}"
             )
-        if int(self.threads) != self.threads or self.threads < 1:
-            raise ValueError(f"feature_stream.threads must be an integer >= 1, got {self.threads}")
+        for name in ("threads", "tests_per_reference"):
+            value = getattr(self, name)
+            if int(value) != value or value < 1:
+                raise ValueError(f"feature_stream.{name} must be an integer >= 1, got {value}")
 
 
 def stream_extractor(
@@ -99,6 +107,9 @@ class StreamedPairs(Dataset):
         layers: its two layers the head reads (fine, coarse).
         runtime: see :class:`FeatureStreamConfig`.
         threads: backbone threads per process.
+        tests_per_reference: k; item ``i`` is then member ``i % k`` of ``samples.group(i // k,
+            k)``, whose k + 1 crops go through the backbone in one batch the first time one of
+            its members is asked for (see :class:`FeatureStreamConfig`).
     """
 
     def __init__(
@@ -108,18 +119,22 @@ class StreamedPairs(Dataset):
         layers: tuple[str, str],
         runtime: str = "onnx-int8",
         threads: int = 1,
+        tests_per_reference: int = 1,
     ) -> None:
-        FeatureStreamConfig(enabled=True, runtime=runtime, threads=threads)  # validates
+        FeatureStreamConfig(
+            enabled=True, runtime=runtime, threads=threads, tests_per_reference=tests_per_reference
+        )  # validates
+        if tests_per_reference > 1 and not hasattr(samples, "group"):
+            raise ValueError(f"tests_per_reference > 1 needs samples with group(), not {samples}")
         self.samples = samples
         self.backbone = backbone.eval()
         self.layers = tuple(layers)
         self.runtime = runtime
         self.threads = int(threads)
+        self.tests_per_reference = int(tests_per_reference)
         self._extract: Callable | None = None
         self._owner: int | None = None
-
-    def __len__(self) -> int:
-        return len(self.samples)
+        self._group: tuple[int, list[dict[str, Tensor]]] | None = None
 
     def _extractor(self) -> Callable[[Tensor], dict[str, Tensor]]:
         if self._extract is None or self._owner != os.getpid():
@@ -127,14 +142,34 @@ class StreamedPairs(Dataset):
             self._owner = os.getpid()
         return self._extract
 
-    def __getitem__(self, index: int) -> dict[str, Tensor]:
-        item = dict(self.samples[index])
-        images = torch.stack([item.pop("ref_image"), item.pop("test_image")])
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def _with_features(self, items: list[dict[str, Tensor]]) -> list[dict[str, Tensor]]:
+        """Items of one reference (all share its ``ref_image``) with their images replaced by
+        the backbone's features: one batch of the reference and every test crop."""
+        items = [dict(item) for item in items]
+        reference = items[0]["ref_image"]
+        images = torch.stack([reference] + [item.pop("test_image") for item in items])
         features = self._extractor()(images)
+        for item in items:
+            item.pop("ref_image")
         for level, layer in enumerate(self.layers):
             feat = features[layer].to(torch.float16)
-            item[f"ref_feat{level}"] = feat[0].contiguous()
-            item[f"test_feat{level}"] = feat[1].contiguous()
+            for row, item in enumerate(items, start=1):
+                item[f"ref_feat{level}"] = feat[0].contiguous()
+                item[f"test_feat{level}"] = feat[row].contiguous()
+        return items
+
+    def __getitem__(self, index: int) -> dict[str, Tensor]:
+        size = self.tests_per_reference
+        if size == 1:
+            (item,) = self._with_features([self.samples[index]])
+        else:
+            group, member = divmod(int(index), size)
+            if self._group is None or self._group[0] != group:
+                self._group = (group, self._with_features(self.samples.group(group, size)))
+            item = self._group[1][member]
         missing = sorted(set(FEATURE_KEYS + BOX_KEYS) - set(item))
         if missing:
             raise ValueError(f"samples[{index}] lacks {missing}")

@@ -98,7 +98,7 @@ class StreamedFeatures:
         stream = self.config
         train, val = experiment.build_datasets()
         options = {"layers": module.layers, "runtime": stream.runtime, "threads": stream.threads}
-        return (
-            StreamedPairs(train, module.backbone, **options),
-            None if val is None else StreamedPairs(val, module.backbone, **options),
+        grouped = StreamedPairs(
+            train, module.backbone, **options, tests_per_reference=stream.tests_per_reference
         )
+        return grouped, None if val is None else StreamedPairs(val, module.backbone, **options)
