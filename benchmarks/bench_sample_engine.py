@@ -8,6 +8,9 @@ a shared machine hits all alike):
   the processed pair, then eager float32 PyTorch on both crops);
 - ``stream item``: what a stream worker does per pair (:class:`StreamedPairs`: the processed pair,
   then the backbone runtime of the preset, ONNX Runtime int8 by default);
+- ``stream item, K per reference``: the same per pair when K pairs share one reference crop
+  (``feature_stream.tests_per_reference``, ``--tests-per-reference``; pairs no longer
+  independent);
 - ``head step``: one optimizer step of the head on a batch of streamed pairs, MSE with 16
   proposals and NCE+ with M = 128 samples; on a CPU with native bfloat16 (AMX / avx512_bf16)
   also both in bfloat16 autocast (``bf16``).
@@ -42,6 +45,7 @@ from ebmtrack.models.precision import fast_dtype
 from ebmtrack.training.box_regression import BoxLossConfig
 from ebmtrack.training.distributed import init_distributed
 from ebmtrack.training.feature_cache import _encode_chunk
+from ebmtrack.training.feature_stream import StreamedPairs
 from ebmtrack.training.presets import preset_config
 from ebmtrack.training.trainer import Trainer
 
@@ -66,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--visits", type=int, default=4, help="visits of a cached pair (4)")
     parser.add_argument("--workers", type=int, default=1, help="stream workers (default 1)")
     parser.add_argument("--trainer-pairs", type=int, default=256, help="pairs of the trainer run")
+    parser.add_argument(
+        "--tests-per-reference", type=int, default=4, help="K of the grouped stream (default 4)"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/bench_sample_engine"))
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -88,6 +95,15 @@ def main(argv: list[str] | None = None) -> int:
     def item(index: int) -> None:
         train[index]
 
+    per_reference = args.tests_per_reference
+    grouped = StreamedPairs(
+        samples, module.backbone, train.layers, train.runtime, train.threads, per_reference
+    )
+
+    def group_item(index: int) -> None:  # a whole group per call: the round times K pairs
+        for member in range(per_reference):
+            grouped[index * per_reference + member]
+
     def step(loss: str) -> None:
         # "LOSS bf16": the same module's forward in bfloat16 autocast (AMX / avx512_bf16)
         name, bf16 = loss.removesuffix(" bf16"), loss.endswith(" bf16")
@@ -99,16 +115,18 @@ def main(argv: list[str] | None = None) -> int:
 
     native_bf16 = fast_dtype("cpu") == torch.bfloat16
     steps = list(modules) + (["mse bf16", "nce+ bf16"] if native_bf16 else [])
-    times: dict[str, list[float]] = {"cache build": [], "stream item": []}
+    grouped_name = f"stream item, {per_reference} per reference"
+    times: dict[str, list[float]] = {"cache build": [], "stream item": [], grouped_name: []}
     times.update({f"head step {loss}": [] for loss in steps})
     index = 1
     for _ in range(args.rounds):
-        for name, call in (("cache build", build), ("stream item", item)):
+        calls = (("cache build", build, 1), ("stream item", item, 1))
+        for name, call, pairs in (*calls, (grouped_name, group_item, per_reference)):
             start = time.perf_counter()
             for _ in range(4):
                 call(index)
                 index += 1
-            times[name].append((time.perf_counter() - start) / 4)
+            times[name].append((time.perf_counter() - start) / (4 * pairs))
         for loss in steps:
             start = time.perf_counter()
             step(loss)
@@ -128,10 +146,16 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     measured = {}
-    for loss in list(modules) + (["mse bf16", "nce+ bf16"] if native_bf16 else []):
-        config = _config(args.pack, loss.removesuffix(" bf16"), args.workers, args.batch)
+    runs = list(modules) + (["mse bf16", "nce+ bf16"] if native_bf16 else [])
+    grouped_runs = [
+        f"{loss} {per_reference} per reference" for loss in runs if "windows" not in loss
+    ]
+    for loss in runs + grouped_runs:
+        name = loss.removesuffix(f" {per_reference} per reference")
+        config = _config(args.pack, name.removesuffix(" bf16"), args.workers, args.batch)
         config.trainer.samples_per_epoch = args.trainer_pairs
-        config.trainer.cpu_bf16 = loss.endswith(" bf16")
+        config.trainer.cpu_bf16 = name.endswith(" bf16")
+        config.feature_stream.tests_per_reference = per_reference if loss != name else 1
         run_module = config.build_module()
         with tempfile.TemporaryDirectory() as folder:
             data, _ = config.datasets(run_module, Path(folder), init_distributed("cpu"))
@@ -170,6 +194,20 @@ def main(argv: list[str] | None = None) -> int:
             loss: round(per_pair[f"head step {loss}"] / per_pair[f"head step {loss} bf16"], 2)
             for loss in ("mse", "nce+")
             if f"head step {loss} bf16" in per_pair
+        },
+        f"{per_reference} per reference vs independent pairs": {
+            "stream item": round(rates[grouped_name] / rates["stream item"], 2),
+            **{
+                f"trainer {loss}": round(
+                    measured[
+                        f"trainer {loss} {per_reference} per reference, {args.workers} worker(s)"
+                    ]
+                    / measured[f"trainer {loss}, {args.workers} worker(s)"],
+                    2,
+                )
+                for loss in runs
+                if "windows" not in loss
+            },
         },
         "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
