@@ -14,7 +14,8 @@ sequences) with each tracker and tracker seed, and stores per frame the confiden
 held-out part whether the isotonic step helps, refits on everything and writes the calibrators
 (one per tracker, named after it; for every tracker also ``NAME:score``, the same procedure on
 the raw score alone, the fair baseline) to ``OUT/calibrators.json`` and, with ``--ship``, those
-of our trackers to the package's shipped file. ``report`` scores the test results of
+of our trackers to the package's shipped file (the entries of trackers not fitted in that call
+stay as they were). ``report`` scores the test results of
 ``ebmtrack eval`` runs (which record each frame's score and confidence).
 """
 
@@ -34,7 +35,12 @@ from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequence
 from ebmtrack.evaluation.calibration import IOU_RIGHT, calibration_summary, frame_ious
 from ebmtrack.process import configure_threads
-from ebmtrack.tracking.calibrator import Calibrator, fit_calibrator, save_calibrators
+from ebmtrack.tracking.calibrator import (
+    Calibrator,
+    fit_calibrator,
+    load_calibrators,
+    save_calibrators,
+)
 from ebmtrack.tracking.confidence import DIRECTIONS, FEATURES, feature_matrix
 from ebmtrack.tracking.init_box import clip_init_box
 from ebmtrack.tracking.registry import create_tracker
@@ -282,8 +288,6 @@ def report(out: Path, figure: Path | None, only: list[str] | None = None) -> dic
     """Per method: each seed's :func:`calibration_summary` (with the mean confidence) and their
     mean over the test sequences (``only``: these); writes the reliability diagram to ``figure``
     (unless None) and ``OUT/test_report.json`` (``test_report_only.json`` with ``only``)."""
-    from ebmtrack.tracking.calibrator import load_calibrators
-
     calibrators = load_calibrators(out / "calibrators.json")
     methods = test_predictions(out, calibrators, only)
     if figure is not None:
@@ -369,8 +373,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.ship is not None:
         from ebmtrack.weights import CONFIDENCE_CALIBRATORS
 
-        shipped = {k: c for k, c in calibrators.items() if k in OURS}
-        digest = save_calibrators(args.ship / CONFIDENCE_CALIBRATORS, shipped)
+        # The trackers fitted now replace their entries; the others' stay as they shipped.
+        target = args.ship / CONFIDENCE_CALIBRATORS
+        shipped = load_calibrators(target) if target.exists() else {}
+        shipped.update((k, c) for k, c in calibrators.items() if k in OURS)
+        digest = save_calibrators(target, shipped)
         print(f"{args.ship / CONFIDENCE_CALIBRATORS} sha256 {digest} (CONFIDENCE_SHA256)")
 
 

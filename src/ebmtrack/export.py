@@ -255,6 +255,11 @@ def export_tracker(name: str, out: str | Path, **options) -> Path:
             f"box_mode {params.box_mode!r} is not one the lite runtime runs "
             f"({', '.join(BOX_MODES)})"
         )
+    if params.box_climb != "iou":
+        raise ValueError(
+            f"box_climb {params.box_climb!r} is not one the lite runtime runs (iou): export with"
+            " box_climb=iou"
+        )
     if params.device != "cpu":
         raise ValueError(f"device {params.device!r}: the export runs on the CPU, pass device=cpu")
     out.parent.mkdir(parents=True, exist_ok=True)

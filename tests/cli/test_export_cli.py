@@ -29,6 +29,10 @@ def test_a_file_as_out_is_refused(tmp_path):
         (["--tracker", "csrt"], "--tracker csrt: cannot be exported"),
         (["--tracker", "atom", "--option", "speed=3"], "speed"),
         (["--tracker", "nosuch"], "nosuch"),
+        (
+            ["--tracker", "atom-polished", "--option", "box_climb=ebm"],
+            "box_climb 'ebm' is not one the lite runtime runs",
+        ),
     ],
 )
 def test_a_tracker_it_cannot_export_is_one_line(tmp_path, args, message):

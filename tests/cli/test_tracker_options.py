@@ -13,7 +13,7 @@ import ebmtrack
 from ebmtrack.cli.main import main
 from ebmtrack.tracking import registry
 from ebmtrack.tracking.atom.params import AtomParams
-from ebmtrack.weights import default_model, nce_box_head
+from ebmtrack.weights import default_model, pack_box_head
 
 
 @pytest.fixture
@@ -154,7 +154,7 @@ def test_every_flag_reaches_the_tracker(dataset, tmp_path, capsys, monkeypatch):
 
 @pytest.mark.slow
 def test_box_head_weights_are_taken_by_every_route(dataset, tmp_path, capsys):
-    weights = str(nce_box_head())
+    weights = str(pack_box_head())
     tracker = ebmtrack.load_tracker("dimp-nce+", weights=weights, search_size=96)
     assert tracker.box_head is not None
     assert main(_track(dataset, "dimp-nce+", "--weights", weights, "--search-size", "96")) == 0

@@ -209,6 +209,8 @@ def test_options_are_checked(atom_export):
         lite.load(atom_export, box_mode="polished")
     with pytest.raises(ValueError, match="seed must be like"):
         lite.load(atom_export, seed="one")
+    with pytest.raises(ValueError, match="climbs the box head with ATOM's IoU ascent only"):
+        lite.load(atom_export, box_climb="ebm")
     assert lite.load(atom_export, seed=2, box_mode="position").params["seed"] == 2
 
 

@@ -154,6 +154,23 @@ def test_save_load_round_trip(tmp_path):
         )
 
 
+def test_a_float16_file_is_half_the_bytes_and_loads_as_the_rounded_float32_model(tmp_path):
+    net = _net(IoUNetConfig(**{**SMALL.__dict__, "backbone": "mobilenetv2"}))
+    full = save_model(net, tmp_path / "full.safetensors")
+    half = save_model(net, tmp_path / "half.safetensors", dtype=torch.float16)
+    again = save_model(net, tmp_path / "again.safetensors", dtype=torch.float16)
+    assert half.read_bytes() == again.read_bytes()  # the same model, the same file
+    stored = load_file(str(half))
+    assert {v.dtype for v in stored.values()} == {torch.float16, torch.int64}
+    assert half.stat().st_size < 0.55 * full.stat().st_size
+    loaded = load_model(half, expected="AtomIoUNet")
+    for key, value in net.state_dict().items():  # float32 again, each value float16's rounding
+        assert loaded.state_dict()[key].dtype == value.dtype
+        torch.testing.assert_close(
+            loaded.state_dict()[key], value.to(torch.float16).to(value.dtype), rtol=0, atol=0
+        )
+
+
 def test_load_names_the_bad_key(tmp_path):
     path = save_model(_net(), tmp_path / "iou.safetensors")
     tensors = load_file(str(path))
@@ -172,6 +189,12 @@ def test_load_names_the_bad_key(tmp_path):
     save_file(wrong, str(tmp_path / "wrong.safetensors"), metadata=metadata)
     with pytest.raises(ValueError, match="'iou_predictor.weight' has shape"):
         load_model(tmp_path / "wrong.safetensors")
+
+    integer = dict(tensors)
+    integer["iou_predictor.weight"] = torch.zeros_like(tensors["iou_predictor.weight"]).long()
+    save_file(integer, str(tmp_path / "integer.safetensors"), metadata=metadata)
+    with pytest.raises(ValueError, match="'iou_predictor.weight' has dtype torch.int64"):
+        load_model(tmp_path / "integer.safetensors")
 
     extra = {**tensors, "extra.weight": torch.zeros(2)}
     save_file(extra, str(tmp_path / "extra.safetensors"), metadata=metadata)

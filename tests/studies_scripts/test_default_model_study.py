@@ -1,10 +1,8 @@
-"""The default-model study (``studies/default_model.py``): its refinement test of a head and the
-weights record it writes when it ships a head."""
+"""The default-model study (``studies/default_model.py``): its refinement test of a head."""
 
 import numpy as np
 import pytest
 import torch
-from default_model import keep_other_files
 from refinement import RefinementSamples, perturb_box, refinement_scores
 
 from ebmtrack.tracking.atom.params import AtomParams
@@ -31,18 +29,3 @@ def test_refinement_without_proposals_or_steps_keeps_the_start_box():
     scores = refinement_scores(module.iou_net, [samples], params)
     assert scores["iou_after"] == pytest.approx(scores["iou_before"])
     assert scores["improved"] == 0.0 and scores["num_boxes"] == 3
-
-
-def test_shipping_the_default_model_keeps_other_studies_weight_records():
-    fresh = (
-        "# Weights\n\n| file | size | sha256 |\n|---|---|---|\n| `a.st` | 1 | `x` |\n\n"
-        "## `a.st`: new\n"
-    )
-    previous = (
-        "# Weights\n\n| file | size | sha256 |\n|---|---|---|\n| `a.st` | 1 | `old` |\n"
-        "| `b.st` | 2 | `y` |\n\n## `a.st`: stale\n\nold text\n\n## `b.st`: other study\n\nkept\n"
-    )
-    merged = keep_other_files(fresh, previous, ["a.st"])
-    assert "| `b.st` | 2 | `y` |" in merged and "## `b.st`: other study\n\nkept" in merged
-    assert "stale" not in merged and "`old`" not in merged and "## `a.st`: new" in merged
-    assert merged.index("| `b.st`") < merged.index("## `a.st`")  # the row joins the table

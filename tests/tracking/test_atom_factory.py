@@ -111,11 +111,24 @@ def test_unknown_parameter_is_named():
     assert error.value.options == ("scale_factor",)
 
 
-def test_auto_runs_int8_for_the_classifier_alone_and_float32_under_a_box_head():
+def test_auto_runs_int8_for_the_classifier_alone_or_a_head_trained_on_int8_features(tmp_path):
+    from safetensors.torch import load_file, safe_open, save_file
+
     from ebmtrack.models.backbones.runtime import int8_available
+    from ebmtrack.models.serialization import trained_features
 
     alone = create_tracker("atom", precision="float32", search_size=96)
     gated = create_tracker("atom-polished", precision="float32", search_size=96)
-    assert gated.backbone_runtime == "onnx"
+    assert gated.backbone_runtime == "onnx"  # its head read float32 features
     expected = "onnx-int8" if int8_available(alone.backbone) else "onnx"
     assert alone.backbone_runtime == expected
+    # The same head, its header saying it was trained on the data workers' int8 features.
+    with safe_open(str(pack_box_head()), "pt") as handle:
+        metadata = handle.metadata()
+    assert trained_features(pack_box_head()) == "float32"
+    metadata["trained_on"] = "torch 2.13.0, cpu: backbone onnx-int8 in the data workers"
+    int8_head = tmp_path / "head.safetensors"
+    save_file(load_file(str(pack_box_head())), str(int8_head), metadata=metadata)
+    assert trained_features(int8_head) == "onnx-int8"
+    streamed = create_tracker("atom-polished", weights=int8_head, precision="float32")
+    assert streamed.backbone_runtime == expected

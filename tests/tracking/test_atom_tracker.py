@@ -1,3 +1,4 @@
+import dataclasses
 import re
 
 import cv2
@@ -276,6 +277,18 @@ def test_bad_inputs(backbone, iou_net):
         AtomParams(box_mode="iou")
     with pytest.raises(ValueError, match="box_accept_margin must be a number"):
         AtomParams(box_mode="gated", box_accept_margin="high")
+    with pytest.raises(ValueError, match="box_climb must be one of iou, ebm, got 'nce'"):
+        AtomParams(box_climb="nce")
+    with pytest.raises(ValueError, match="box_step_length must be a positive number"):
+        AtomParams(box_step_length=0.0)
+    with pytest.raises(ValueError, match="ebm_step_length must be a positive number"):
+        AtomParams(box_climb="ebm", ebm_step_length=-1e-3)
+    with pytest.raises(ValueError, match="box_step_decay applies to box_climb 'ebm', not 'iou'"):
+        AtomParams(box_step_decay=0.25)
+    with pytest.raises(ValueError, match="ebm_step_length applies to box_climb 'ebm', not 'iou'"):
+        AtomParams(ebm_step_length=1e-3)
+    with pytest.raises(ValueError, match=r"box_step_decay must be in \(0, 1\]"):
+        AtomParams(box_climb="ebm", box_step_decay=1.5)
     for factors in [(), (1.0,), (0.0, 1.05), (float("nan"),)]:
         with pytest.raises(ValueError, match="scale_factors must be numbers"):
             AtomParams(box_mode="scale", scale_factors=factors)
@@ -336,6 +349,7 @@ def test_a_box_estimator_reads_only_its_own_config(backbone, iou_net):
     [
         ("box_steps", 2, HEAD_MODES),
         ("box_step_length", 0.5, HEAD_MODES),
+        ("box_climb", "ebm", HEAD_MODES),
         ("box_top_k", 1, HEAD_MODES),
         ("num_random_proposals", 3, HEAD_MODES),
         ("proposal_center_jitter", 0.2, HEAD_MODES),
@@ -355,6 +369,46 @@ def test_a_box_field_is_refused_where_the_box_mode_does_not_read_it(field, value
         refused = re.escape(f"{field} applies to box_mode {' or '.join(modes)}, not {mode!r}")
         with pytest.raises(ValueError, match=refused):
             AtomParams(box_mode=mode, **{field: value})
+
+
+def test_the_ebm_climb_is_dimp_nce_plus_ascent_on_the_same_proposals(monkeypatch):
+    """box_climb="ebm" with the shipped NCE+ head: on every frame the atom box estimator's
+    refined box is the box DiMP-NCE+'s estimator makes of the same start box, state and
+    features (Algorithm S1 at DiMP-NCE+'s step, in the same coordinates); the boxes moved, and
+    the IoU climb's differ."""
+    from ebmtrack.tracking.atom.box import RefineBox
+    from ebmtrack.tracking.dimp.box import EBMAscentConfig, EBMBoxEstimator, SizeConfig
+    from ebmtrack.tracking.registry import create_tracker
+    from ebmtrack.weights import pack_box_head
+
+    frames, boxes = moving_object_sequence(num_frames=6)
+    original = RefineBox.refine
+    checked = []
+    # Both read the whole map (the estimators' own windows differ: ATOM's leaves a margin of a
+    # quarter box, DiMP-NCE+'s none, and a box that climbs out of a window reads zeros there).
+    window = BoxHead.window
+    monkeypatch.setattr(BoxHead, "window", lambda head, f, p, margin: window(head, f, p, 1e4))
+
+    def checking(self, state, feats, center, size):
+        # Compared at once: the tracker may reuse its feature buffers on the next frame.
+        box, gain = original(self, state, feats, center, size)
+        dimp = EBMBoxEstimator(SizeConfig(), EBMAscentConfig(), self.head)
+        start = np.concatenate([center - size / 2, size])
+        np.testing.assert_allclose(box, dimp.refine(state, feats, start), rtol=0, atol=1e-3)
+        for change in ({"box_steps": 0}, {"box_climb": "iou"}):
+            other = RefineBox(dataclasses.replace(self.ascent, **change), self.head)
+            assert np.abs(original(other, state, feats, center, size)[0] - box).max() > 1e-2
+        checked.append(state.frame_index)
+        return box, gain
+
+    monkeypatch.setattr(RefineBox, "refine", checking)
+    tracker = create_tracker(
+        "atom-iounet", weights=pack_box_head(), box_climb="ebm", backbone_runtime="torch", **SMALL
+    )
+    tracker.initialize(frames[0], boxes[0])
+    for frame in frames[1:]:
+        tracker.track(frame)
+    assert len(checked) == len(frames) - 1
 
 
 def test_box_accept_margin_gates_the_heads_box_by_its_predicted_gain(backbone, iou_net):

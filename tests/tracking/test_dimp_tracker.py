@@ -24,10 +24,10 @@ from ebmtrack.tracking.box_refine import fold_box_head
 from ebmtrack.tracking.composition import build_box_estimator
 from ebmtrack.tracking.dimp import DiMPParams, DiMPTracker
 from ebmtrack.tracking.dimp.box import BOX_ESTIMATORS
-from ebmtrack.tracking.dimp.refine import FrameBoxEnergy, ascend_boxes
+from ebmtrack.tracking.ebm_refine import FrameBoxEnergy, ascend_boxes
 from ebmtrack.tracking.iou_gradient import IoUGradient
 from ebmtrack.training.box_regression import BoxConditioning, BoxEnergy
-from ebmtrack.weights import dimp_classifier, nce_box_head
+from ebmtrack.weights import dimp_classifier, pack_box_head
 
 SMALL = {"search_size": 128}
 
@@ -48,7 +48,7 @@ def classifier(backbone):
 @pytest.fixture(scope="module")
 def box_head():
     # The shipped NCE+ head: a random head's output is nearly flat (last layer near zero).
-    path = nce_box_head("mobilenetv2")
+    path = pack_box_head("mobilenetv2")
     if path is None:
         pytest.skip("the NCE+ box head does not ship with this installation")
     return load_model(path, expected="AtomIoUNet").requires_grad_(False)

@@ -145,9 +145,9 @@ def test_dimp_with_its_box_head_gets_the_boxes_it_gets_alone(backbone):
     from ebmtrack.models.dimp import DiMPClassifier, DiMPConfig
     from ebmtrack.models.serialization import load_model
     from ebmtrack.tracking.dimp import DiMPParams, DiMPTracker
-    from ebmtrack.weights import nce_box_head
+    from ebmtrack.weights import pack_box_head
 
-    path = nce_box_head("mobilenetv2")
+    path = pack_box_head("mobilenetv2")
     if path is None:
         pytest.skip("the NCE+ box head does not ship with this installation")
     head = load_model(path, expected="AtomIoUNet").requires_grad_(False)

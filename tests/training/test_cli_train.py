@@ -9,6 +9,7 @@ from ebmtrack.models.serialization import load_model, read_provenance
 from ebmtrack.training.config import config_to_dict, read_config_file, save_config
 from ebmtrack.training.dimp import DiMPTrainingConfig
 from ebmtrack.training.presets import preset_config
+from ebmtrack.training.runs import export_checkpoint
 
 TINY = [
     "--preset",
@@ -185,6 +186,15 @@ def test_export_writes_the_latest_checkpoints_model_and_takes_no_other_flag(tmp_
     )
     assert main(["train", "--out", str(tmp_path / "none"), "--export", str(exported)]) == 2
     assert "holds no checkpoint yet" in capsys.readouterr().err
+    # An epoch's checkpoint, stored in float16: the same model, each value rounded.
+    half = tmp_path / "half.safetensors"
+    assert export_checkpoint(out, half, epoch=1, dtype=torch.float16) == 1
+    for (name, value), copy in zip(
+        final.state_dict().items(), load_model(half).state_dict().values(), strict=True
+    ):
+        assert torch.equal(value.to(torch.float16).to(value.dtype), copy), name
+    with pytest.raises(ValueError, match="keeps no checkpoint of epoch 3 \\(epoch-0001\\)"):
+        export_checkpoint(out, half, epoch=3)
 
 
 def test_the_help_names_every_preset(capsys):

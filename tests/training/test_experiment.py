@@ -142,6 +142,7 @@ PRESET_KEY_SHA256 = {
     "dimp-cpu": "47fcaf6ddbc78aa27a251ad1661fa09fa03a3f40da7fb6fd3091898176f8acd1",
     "pack-cpu": "8baed4d0681380d0274feba1e80dfd20adb0d8efca0c0b5827a3547d55910536",
     "dimp-pack-cpu": "10a270844c7150c88742621dd1d3527045aefef2bb8e8fd7b7b230a741250247",
+    "dimp-pack-clips": "6cbd30906f153a877bf8b0853fa50586d7d11fd25b8dbd2cd227fb99cccad94f",
     "pack-stream": "2ff26f76921156313d640d0ea8278f198d0a986a552f2eaeb42d92ff402fc431",
 }
 
@@ -153,6 +154,7 @@ KINDS = {
     "pack-stream": IoUNetExperiment,
     "dimp-cpu": DiMPExperiment,
     "dimp-pack-cpu": DiMPExperiment,
+    "dimp-pack-clips": DiMPExperiment,
 }
 
 

@@ -18,6 +18,7 @@ FOLDERS = {  # the folder each preset reads, below the data root
     "pack-cpu": ("pack", "train"),
     "pack-stream": ("pack", "train"),
     "dimp-pack-cpu": ("pack", "train"),
+    "dimp-pack-clips": ("pack", "train"),
 }
 
 

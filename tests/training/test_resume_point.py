@@ -80,3 +80,28 @@ def test_a_point_is_restored_only_into_an_empty_folder_and_only_from_a_point(tmp
         restore_resume_point(tmp_path / "missing.safetensors.gz", tmp_path / "new")
     with pytest.raises(ValueError, match="holds no checkpoint yet"):
         write_resume_point(tmp_path / "new", point)
+
+
+def test_a_large_point_is_stored_as_parts_and_replaced_whole_or_split(tmp_path):
+    a_run(tmp_path / "run")
+    whole = tmp_path / "whole.safetensors.gz"
+    write_resume_point(tmp_path / "run", whole)
+    size = whole.stat().st_size
+    point = tmp_path / "point.safetensors.gz"
+    write_resume_point(tmp_path / "run", point, part_bytes=size // 3 + 1)  # three parts
+    parts = sorted(tmp_path.glob("point.safetensors.gz.part*"))
+    assert [p.name[-5:] for p in parts] == ["part1", "part2", "part3"] and not point.exists()
+    assert b"".join(p.read_bytes() for p in parts) == whole.read_bytes()
+    assert all(p.stat().st_size <= size // 3 + 1 for p in parts)
+    restored = restore_resume_point(point, tmp_path / "moved")
+    assert restored.epoch == 4
+    # Fewer parts, then whole again: nothing of the earlier point is left to be joined to it.
+    write_resume_point(tmp_path / "run", point, part_bytes=size // 2 + 1)
+    assert sorted(p.name for p in tmp_path.glob("point.safetensors.gz*")) == [
+        "point.safetensors.gz.part1",
+        "point.safetensors.gz.part2",
+    ]
+    write_resume_point(tmp_path / "run", point)
+    assert [p.name for p in tmp_path.glob("point.safetensors.gz*")] == ["point.safetensors.gz"]
+    assert point.read_bytes() == whole.read_bytes()
+    assert not list(tmp_path.glob(".*partial"))

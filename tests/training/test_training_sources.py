@@ -29,6 +29,7 @@ PRESET_SOURCES = {
     "pack-cpu": PackSource,
     "pack-stream": PackSource,
     "dimp-pack-cpu": PackSource,
+    "dimp-pack-clips": PackSource,
 }
 
 

@@ -49,7 +49,6 @@ def test_the_accessors_and_the_record_read_the_table():
     backbone = shipped_file("backbone", "mobilenetv2")
     assert digests[backbone.file] == backbone.sha256
     assert weights.shipped_backbone_weights("mobilenetv2") == (backbone.path, backbone.sha256)
-    assert weights.nce_box_head() == shipped_file("box-head", "mobilenetv2", "nce").path
     assert weights.pack_box_head() == shipped_file("box-head", "mobilenetv2", "pack").path
     assert weights.dimp_classifier() == shipped_file("dimp-classifier", "mobilenetv2").path
     assert weights.int8_ranges() == shipped_file("int8-ranges", "mobilenetv2").path
@@ -69,7 +68,7 @@ def test_an_unknown_backbone_is_one_line_naming_what_ships():
         shipped_file("box-head", "resnet18", "pack")
     assert str(error.value) == (
         "no box-head weights ship for backbone 'resnet18' (box-head weights ship for "
-        "mobilenetv2 (default, nce, pack)): pass weights=FILE"
+        "mobilenetv2 (default, pack)): pass weights=FILE"
     )
     with pytest.raises(ValueError, match="no box-head weights tagged 'mse' ship for backbone"):
         shipped_file("box-head", "mobilenetv2", "mse")

@@ -42,10 +42,12 @@ def add_parser(subparsers) -> None:
         "GOT-10k / LaSOT / TrackingNet / COCO), synthetic-smoke (generated data only, "
         "seconds), pack-cpu (the box head on the training pack train/ below the data root and "
         "generated sequences, 2 CPU cores), pack-stream (the same head on the whole pack, "
-        "every sample a fresh pair with worker-made int8 features: the long run), dimp-pack-cpu "
-        "(DiMP's target classifier, same data), default-cpu and dimp-cpu (the same two on "
-        "sequences/ below the data root: the recipes of the shipped heads). The data "
-        "root is $EBMTRACK_DATA, default ../shared/data",
+        "every sample a fresh pair with worker-made int8 features: the long run; the recipe "
+        "of atom-iounet's head), dimp-pack-cpu (DiMP's target classifier, pack-cpu's data), "
+        "dimp-pack-clips (the same on the whole pack: the recipe of the shipped classifier), "
+        "default-cpu and dimp-cpu (pack-cpu and dimp-pack-cpu on sequences/ below the data "
+        "root: the test sequences less a held-out fold, the recipes of the models shipped "
+        "until 5 Dec 2026). The data root is $EBMTRACK_DATA, default ../shared/data",
     )
     parser.add_argument("--config", type=Path, help="YAML/JSON file of config values to apply")
     parser.add_argument(

@@ -136,6 +136,11 @@ def merge_options(export: Export, options: dict) -> dict:
             f"box_mode {params['box_mode']!r} needs a box head, and this export has none "
             f"(its modes: {heads}): export a tracker with one (atom-polished, atom-iounet)"
         )
+    if params.get("box_climb", "iou") != "iou":
+        raise ValueError(
+            f"box_climb {params['box_climb']!r}: the lite runtime climbs the box head with ATOM's"
+            " IoU ascent only ('iou')"
+        )
     if not (isinstance(params["seed"], int) and params["seed"] >= 0):
         raise ValueError(f"seed must be an int >= 0, got {params['seed']!r}")
     if params["memory_size"] <= num_augmented_crops(params) + params["aug_dropout"][0]:

@@ -22,8 +22,9 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
+import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, safe_open, save_file
+from safetensors.torch import load_file, safe_open, save
 from torch import nn
 
 from ebmtrack.models.atom_classifier import AtomClassifier, ClassifierConfig
@@ -33,11 +34,13 @@ from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
 
 __all__ = [
     "PROVENANCE",
+    "canonical_bytes",
     "check_backbone",
     "load_model",
     "read_model_config",
     "read_provenance",
     "save_model",
+    "trained_features",
 ]
 
 logger = logging.getLogger(__name__)
@@ -55,12 +58,17 @@ MODELS: dict[str, tuple[type[nn.Module], type]] = {
 
 
 def save_model(
-    model: nn.Module, path: str | Path, provenance: Mapping[str, str] | None = None
+    model: nn.Module,
+    path: str | Path,
+    provenance: Mapping[str, str] | None = None,
+    dtype: torch.dtype | None = None,
 ) -> Path:
     """Write ``model``'s state dict and config to ``path`` (.safetensors); returns the path.
 
     ``provenance``: the header entries of :data:`PROVENANCE` (what training writes, from
-    :func:`backbone_provenance`)."""
+    :func:`backbone_provenance`). ``dtype``: store the floating-point tensors in it (e.g.
+    ``torch.float16``, half the bytes; :func:`load_model` builds the model in float32 from
+    either)."""
     name = type(model).__name__
     if name not in MODELS:
         raise ValueError(f"model must be one of {sorted(MODELS)}, got {name}")
@@ -70,12 +78,27 @@ def save_model(
         raise ValueError(f"unknown provenance entries {unknown}; valid: {list(PROVENANCE)}")
     config = json.dumps(dataclasses.asdict(model.config))
     state = {key: value.detach().contiguous().cpu() for key, value in model.state_dict().items()}
+    if dtype is not None:
+        state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     metadata = {"format": FORMAT, "model": name, "config": config}
     metadata.update((key, str(value)) for key, value in provenance.items())
-    save_file(state, str(path), metadata=metadata)
+    path.write_bytes(canonical_bytes(save(state, metadata=metadata)))
     return path
+
+
+def canonical_bytes(data: bytes) -> bytes:
+    """A safetensors file's bytes with its JSON header's keys sorted (safetensors writes the
+    metadata in hash order, which changes between calls), so that the same model and metadata
+    always give the same file and sha256. The tensors' offsets are relative to the data that
+    follows the header, so only the header changes; it is padded to 8 bytes as safetensors pads
+    it."""
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + size])
+    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + data[8 + size :]
 
 
 def backbone_provenance(backbone: nn.Module, weights_from: str, trained_on: str) -> dict:
@@ -102,6 +125,14 @@ def read_provenance(path: str | Path) -> dict[str, str]:
     were recorded)."""
     metadata = _metadata(Path(path))
     return {key: metadata[key] for key in PROVENANCE if key in metadata}
+
+
+def trained_features(path: str | Path) -> str:
+    """The backbone runtime whose features the head at ``path`` was trained on, from its header's
+    ``trained_on``: ``onnx-int8`` (streamed by the data workers of ``feature_stream``) or
+    ``float32`` (eager float32, also for a file that records none)."""
+    trained_on = read_provenance(path).get("trained_on", "")
+    return "onnx-int8" if "backbone onnx-int8" in trained_on else "float32"
 
 
 def check_backbone(
@@ -182,5 +213,7 @@ def load_model(path: str | Path, expected: str | None = None) -> nn.Module:
                 f"{path}: tensor {key!r} has shape {tuple(state[key].shape)}, the config needs "
                 f"{tuple(value.shape)}"
             )
+        if state[key].is_floating_point() != value.is_floating_point():
+            raise ValueError(f"{path}: tensor {key!r} has dtype {state[key].dtype}")
     model.load_state_dict(state)
     return model.eval()

@@ -1,7 +1,7 @@
 """What box refinement needs in both trackers: random proposals around the classifier's box, the
 box head's checks and BatchNorm folding, the feature window it reads, the final selection and the
 damped size update. Boxes are (x, y, w, h) in crop pixels throughout. The ascents themselves are
-each tracker's own (:mod:`ebmtrack.tracking.atom.refine`, :mod:`ebmtrack.tracking.dimp.refine`).
+each tracker's own (:mod:`ebmtrack.tracking.atom.refine`, :mod:`ebmtrack.tracking.ebm_refine`).
 """
 
 from __future__ import annotations

@@ -175,10 +175,20 @@ def latest_checkpoint(checkpoint_dir: str | Path) -> Checkpoint | None:
     if not pointer.is_file():
         return None
     path = root / pointer.read_text().strip()
-    meta_file = path / META_FILE
-    if not meta_file.is_file():
+    if not (path / META_FILE).is_file():
         raise FileNotFoundError(f"{pointer} names {path.name}, which is incomplete or missing")
-    meta = json.loads(meta_file.read_text())
+    return _checkpoint(path)
+
+
+def checkpoint_at(checkpoint_dir: str | Path, epoch: int) -> Checkpoint | None:
+    """The complete checkpoint after ``epoch`` epochs, or None where the run no longer (or not
+    yet) keeps it."""
+    path = Path(checkpoint_dir) / f"epoch-{epoch:04d}"
+    return _checkpoint(path) if (path / META_FILE).is_file() else None
+
+
+def _checkpoint(path: Path) -> Checkpoint:
+    meta = json.loads((path / META_FILE).read_text())
     return Checkpoint(path, int(meta["epoch"]), int(meta["global_step"]))
 
 

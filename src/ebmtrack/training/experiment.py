@@ -176,12 +176,18 @@ class Experiment(ABC):
         device = self.trainer.device
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        stored = "" if isinstance(self.feature_source(), ImageSamples) else ", stored float16"
-        head = "float16 autocast" if self.trainer.amp and device != "cpu" else "float32"
-        trained_on = (
-            f"torch {torch.__version__.split('+')[0]}, {device}: backbone eager float32"
-            f"{stored}, head {head}"
-        )
+        stream = getattr(self, "feature_stream", None)
+        if stream is not None and stream.enabled:
+            backbone = f"backbone {stream.runtime} in the data workers"
+        elif isinstance(self.feature_source(), ImageSamples):
+            backbone = "backbone eager float32"
+        else:
+            backbone = "backbone eager float32, stored float16"
+        if device != "cpu":
+            head = "float16 autocast" if self.trainer.amp else "float32"
+        else:
+            head = "bfloat16 autocast" if self.trainer.cpu_bf16 else "float32"
+        trained_on = f"torch {torch.__version__.split('+')[0]}, {device}: {backbone}, head {head}"
         return backbone_provenance(module.backbone, origin, trained_on)
 
     @abstractmethod

@@ -10,6 +10,11 @@ sampler position (an epoch's samples follow from the seed and the epoch) and ran
 moments rounded to bfloat16 (relative error <= 2**-8), so the continued run is not bit-identical
 to one that never stopped.
 
+A resume point larger than :data:`~ebmtrack.weights.packed.PART_BYTES` (4 MiB) is stored as its
+parts, ``FILE.part1``, ``FILE.part2``, ... (the file's bytes cut in order, as the shipped
+backbone weights are), so that it can be committed where a repository limits the size of one
+file; restoring reads the file or its parts joined.
+
     write_resume_point("runs/pack-stream-mse", "resume/pack-stream-mse.safetensors.gz")
     restore_resume_point("resume/pack-stream-mse.safetensors.gz", "runs/pack-stream-mse")
 """
@@ -24,6 +29,9 @@ from typing import Any
 
 import torch
 from safetensors.torch import load, save
+
+from ebmtrack.models.serialization import canonical_bytes
+from ebmtrack.weights.packed import PART_BYTES, packed_bytes, packed_exists
 
 from .checkpoint import Checkpoint, latest_checkpoint, read_checkpoint, save_checkpoint
 
@@ -73,9 +81,13 @@ def _decode(value: Any, tensors: dict[str, torch.Tensor]) -> Any:
     raise ValueError(f"unknown entry {kind!r}")
 
 
-def write_resume_point(run_dir: str | Path, path: str | Path) -> Checkpoint:
-    """Write the latest checkpoint of the run in ``run_dir`` (and its ``config.yaml``) to the
-    one file ``path``, replacing it atomically. Returns the checkpoint.
+def write_resume_point(
+    run_dir: str | Path, path: str | Path, part_bytes: int = PART_BYTES
+) -> Checkpoint:
+    """Write the latest checkpoint of the run in ``run_dir`` (and its ``config.yaml``) to
+    ``path``, or to its parts of at most ``part_bytes`` where it is larger, replacing what an
+    earlier call wrote there (the new bytes are written under temporary names first, then
+    renamed). Returns the checkpoint.
 
     Raises:
         ValueError: the run has no checkpoint yet.
@@ -102,11 +114,26 @@ def write_resume_point(run_dir: str | Path, path: str | Path) -> Checkpoint:
         "experiment": json.dumps(meta["config"]),
         "config_file": (run_dir / CONFIG_FILE).read_text(),
     }
+    data = gzip.compress(canonical_bytes(save(tensors, metadata=header)), mtime=0)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_bytes(gzip.compress(save(tensors, metadata=header), mtime=0))
-    os.replace(partial, path)
+    pieces = [data[i : i + part_bytes] for i in range(0, len(data), part_bytes)]
+    names = [path] if len(pieces) == 1 else [_part(path, k) for k in range(1, len(pieces) + 1)]
+    for name, piece in zip(names, pieces):
+        name.with_name(f".{name.name}.partial").write_bytes(piece)
+    stale = [path] if len(pieces) > 1 else []
+    index = len(names) + 1 if len(pieces) > 1 else 1
+    while _part(path, index).exists():  # parts an earlier, longer resume point left
+        stale.append(_part(path, index))
+        index += 1
+    for name in stale:
+        name.unlink(missing_ok=True)
+    for name in names:
+        os.replace(name.with_name(f".{name.name}.partial"), name)
     return checkpoint
+
+
+def _part(path: Path, index: int) -> Path:
+    return path.with_name(f"{path.name}.part{index}")
 
 
 def restore_resume_point(path: str | Path, run_dir: str | Path) -> Checkpoint:
@@ -116,15 +143,15 @@ def restore_resume_point(path: str | Path, run_dir: str | Path) -> Checkpoint:
 
     Raises:
         ValueError: ``path`` is not a resume point, or ``run_dir`` already holds a run.
-        FileNotFoundError: no file ``path``.
+        FileNotFoundError: no file ``path`` and no parts of it.
     """
     from .experiment import CONFIG_FILE
 
     path, run_dir = Path(path), Path(run_dir)
-    if not path.is_file():
-        raise FileNotFoundError(f"no resume point {path}")
+    if not packed_exists(path):
+        raise FileNotFoundError(f"no resume point {path} (nor its parts {path.name}.part1, ...)")
     try:
-        data = gzip.decompress(path.read_bytes())
+        data = gzip.decompress(packed_bytes(path))
         length = int.from_bytes(data[:8], "little")
         header = json.loads(data[8 : 8 + length]).get("__metadata__") or {}
         tensors = load(data)

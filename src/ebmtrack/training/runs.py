@@ -17,11 +17,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ebmtrack.values import parse_value
 
-from .checkpoint import latest_checkpoint, load_trainable_state_dict, read_checkpoint
+if TYPE_CHECKING:
+    import torch
+
+from .checkpoint import (
+    checkpoint_at,
+    latest_checkpoint,
+    load_trainable_state_dict,
+    read_checkpoint,
+)
 from .config import (
     apply_overrides,
     config_to_dict,
@@ -144,21 +152,35 @@ def build_experiment(
     return experiment_from_dict(data)
 
 
-def export_checkpoint(run_dir: str | Path, path: str | Path) -> int:
-    """Write the model of the run's latest checkpoint to ``path`` (the file the run writes at its
-    end, e.g. ``iou_net.safetensors``), so that a long run's head can be used before it ends.
+def export_checkpoint(
+    run_dir: str | Path,
+    path: str | Path,
+    epoch: int | None = None,
+    dtype: torch.dtype | None = None,
+) -> int:
+    """Write the model of the run's latest checkpoint (or of the one after ``epoch`` epochs) to
+    ``path`` (the file the run writes at its end, e.g. ``iou_net.safetensors``), so that a long
+    run's head can be used before it ends; ``dtype``: of its floating-point tensors in the file
+    (:func:`~ebmtrack.models.serialization.save_model`).
 
-    Returns the checkpoint's epoch. Raises ValueError where ``run_dir`` holds no checkpoint.
+    Returns the checkpoint's epoch. Raises ValueError where ``run_dir`` holds no such checkpoint.
     """
     from ebmtrack.models.serialization import save_model
 
     run_dir = Path(run_dir)
-    checkpoint = latest_checkpoint(run_dir / "checkpoints")
-    if checkpoint is None:
-        raise ValueError(f"{run_dir} holds no checkpoint yet (none of its epochs has finished)")
+    folder = run_dir / "checkpoints"
+    if epoch is None:
+        checkpoint = latest_checkpoint(folder)
+        if checkpoint is None:
+            raise ValueError(f"{run_dir} holds no checkpoint yet (none of its epochs has finished)")
+    else:
+        checkpoint = checkpoint_at(folder, epoch)
+        if checkpoint is None:
+            kept = sorted(p.name for p in folder.glob("epoch-*")) or ["none"]
+            raise ValueError(f"{run_dir} keeps no checkpoint of epoch {epoch} ({', '.join(kept)})")
     config = load_experiment(run_dir / CONFIG_FILE)
     module = config.build_module()
     model_state, _, _ = read_checkpoint(checkpoint)
     load_trainable_state_dict(module, model_state)
-    save_model(config.trained_model(module).cpu(), path, config.provenance(module))
+    save_model(config.trained_model(module).cpu(), path, config.provenance(module), dtype)
     return checkpoint.epoch

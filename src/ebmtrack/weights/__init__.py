@@ -30,7 +30,6 @@ __all__ = [
     "dimp_classifier",
     "find_shipped",
     "int8_ranges",
-    "nce_box_head",
     "pack_box_head",
     "shipped_backbone_weights",
     "shipped_file",
@@ -90,16 +89,10 @@ def shipped_backbone_weights(backbone: str) -> tuple[Path, str] | None:
     return (entry.path, entry.sha256) if entry is not None and entry.sha256 else None
 
 
-def nce_box_head(backbone: str = "mobilenetv2") -> Path | None:
-    """The IoU-Net trained with NCE+ that ships for ``backbone`` (the box head of the
-    ``dimp-nce+`` tracker; tag ``nce``), or None if none ships for it."""
-    return _path("box-head", backbone, "nce")
-
-
 def dimp_classifier(backbone: str = "mobilenetv2") -> Path | None:
     """DiMP's target classifier trained offline for ``backbone`` (``ebmtrack train --preset
-    dimp-cpu``; a ``DiMPClassifier`` file for :func:`ebmtrack.models.serialization.load_model`),
-    or None if none ships for it."""
+    dimp-pack-cpu``; a ``DiMPClassifier`` file for :func:`ebmtrack.models.serialization.
+    load_model`), or None if none ships for it."""
     return _path("dimp-classifier", backbone)
 
 
@@ -111,8 +104,8 @@ def int8_ranges(backbone: str = "mobilenetv2") -> Path | None:
 
 def pack_box_head(backbone: str = "mobilenetv2") -> Path | None:
     """The IoU-Net trained with NCE+ on the training pack (``ebmtrack train --preset pack-cpu
-    --loss nce+``) that ships for ``backbone`` (the box head of the ``atom-polished``
-    tracker; tag ``pack``), or None if none ships for it."""
+    --loss nce+``) that ships for ``backbone`` (the box head of ``atom-polished`` and
+    ``dimp-nce+``; tag ``pack``), or None if none ships for it."""
     return _path("box-head", backbone, "pack")
 
 

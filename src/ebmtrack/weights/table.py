@@ -3,9 +3,9 @@
 A tracker's factory looks its files up here when the tracker is built (as timm's pretrained
 configurations are): the role says what the file is (``box-head``, ``dimp-classifier``,
 ``calibrator``, ``int8-ranges``, ``backbone``), the backbone which network it was made for, and
-the tag which of several files of one role it is (``default``; the box heads ``nce``, trained
-with NCE+, and ``pack``, trained with NCE+ on the training pack). A variant names the tag it
-uses (``atom-polished``: ``box_head_tag="pack"``); the file is found only when it is built, so a
+the tag which of several files of one role it is (``default``; the box head ``pack``, trained
+with NCE+ on the training pack). A variant names the tag it uses (``atom-polished``,
+``dimp-nce+``: ``box_head_tag="pack"``); the file is found only when it is built, so a
 backbone that nothing ships for gets one line saying so (:func:`shipped_file`).
 
 ``README.md`` in this folder says how each file was made, its checksum and licence.
@@ -71,23 +71,16 @@ class ShippedFile:
 
 
 SHIPPED: tuple[ShippedFile, ...] = (
-    # ATOM's IoU-Net trained with MSE (atom-iounet; default_model.json's record).
+    # ATOM's IoU-Net trained with MSE on the training pack by the sample engine (atom-iounet;
+    # default_model.json's record).
     ShippedFile(
         "box-head",
         "mobilenetv2",
         DEFAULT_TAG,
         "iou_net_mobilenetv2.safetensors",
-        "b52247825493f0f07b93071a287a7ae974831e1d4da4a57d34459ae2c4a945ac",
+        "b026e5e2f3ee52d06ee3309f33922764e9390950f1f2e447c2f162f47c5faad3",
     ),
-    # The IoU-Net trained with NCE+ (dimp-nce+'s box head).
-    ShippedFile(
-        "box-head",
-        "mobilenetv2",
-        "nce",
-        "iou_net_nce_mobilenetv2.safetensors",
-        "0761d35572722156f7b34c8fce7c20358f1a85abd9a276d8735766607b201292",
-    ),
-    # The IoU-Net trained with NCE+ on the training pack (atom-polished).
+    # The IoU-Net trained with NCE+ on the training pack (atom-polished, dimp-nce+).
     ShippedFile(
         "box-head",
         "mobilenetv2",
@@ -100,7 +93,7 @@ SHIPPED: tuple[ShippedFile, ...] = (
         "mobilenetv2",
         DEFAULT_TAG,
         "dimp_classifier_mobilenetv2.safetensors",
-        "c4ec11ac363baf0003de55da4dafb6bb447acc3265f9a3c34a786340c2de9340",
+        "aad32ee0651580916b8f4120a489fa2f6da87d25ac0e66d284f2ee3f4ff2ed0c",
     ),
     # The confidence calibrators of atom and dimp-nce+ (python studies/confidence.py fit prints
     # the sha256).
@@ -109,7 +102,7 @@ SHIPPED: tuple[ShippedFile, ...] = (
         "mobilenetv2",
         DEFAULT_TAG,
         "confidence_mobilenetv2.json",
-        "b8ea106284741049b9de853df5f6e0560224b0972706e534140e3abbeca7a8fe",
+        "cd9aaa281c44b2612e4063bd4b19f5ddf3dc36576e4635f87dd0b3ad8f58d095",
     ),
     # The activation ranges of the int8 backbone (backbone_runtime="onnx-int8").
     ShippedFile("int8-ranges", "mobilenetv2", DEFAULT_TAG, "int8_ranges.json"),
@@ -140,7 +133,7 @@ def find_shipped(role: str, backbone: str, tag: str = DEFAULT_TAG) -> ShippedFil
 
 
 def _what_ships(role: str) -> str:
-    """``mobilenetv2 (default, nce, pack)``: the backbones and tags ``role`` ships for."""
+    """``mobilenetv2 (default, pack)``: the backbones and tags ``role`` ships for."""
     tags: dict[str, list[str]] = {}
     for entry in SHIPPED:
         if entry.role == role and entry.exists():

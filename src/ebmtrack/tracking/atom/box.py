@@ -1,6 +1,7 @@
 """ATOM's box-estimator part, one small class per ``box_mode`` (:data:`BOX_ESTIMATORS`): the
 classifier's position alone, its scale search, the IoU-Net's ascent (:mod:`ebmtrack.tracking.
-atom.refine`), or the two combined, gated or polished.
+atom.refine`; or, with ``box_climb="ebm"``, DiMP-NCE+'s ascent on an energy-based head,
+:mod:`ebmtrack.tracking.ebm_refine`), or the two combined, gated or polished.
 
 Each class reads its own small configs (:class:`ScaleSearchConfig`, :class:`IoUAscentConfig`,
 :class:`GateConfig`), filled from any tracker's parameters of the same field names
@@ -25,9 +26,12 @@ from ebmtrack.tracking.atom.refine import ascend_iou
 from ebmtrack.tracking.box_head import BoxHead, ProposalConfig
 from ebmtrack.tracking.box_refine import blend_size, select_box
 from ebmtrack.tracking.composition import TargetState
+from ebmtrack.tracking.ebm_refine import FrameBoxEnergy, ascend_boxes
+from ebmtrack.tracking.iou_gradient import IoUGradient
 from ebmtrack.tracking.search_region import Region
 
 __all__ = [
+    "BOX_CLIMBS",
     "BOX_ESTIMATORS",
     "BOX_MODES",
     "HEAD_MODES",
@@ -54,13 +58,25 @@ class ScaleSearchConfig:
     size_update_rate: float = 1.0
 
 
+BOX_CLIMBS = ("iou", "ebm")
+"""How the box head's output is climbed: ``iou``, ATOM's ascent on the predicted IoU (steps times
+w, h in crop pixels, :func:`~ebmtrack.tracking.atom.refine.ascend_iou`); ``ebm``, DiMP-NCE+'s
+ascent on f(x, y) in y = (cx / w0, cy / h0, log w, log h), Algorithm S1
+(:func:`~ebmtrack.tracking.ebm_refine.ascend_boxes`), the climb of a head trained as an EBM
+(NCE+, KLD, ML)."""
+
+
 @dataclass(frozen=True)
 class IoUAscentConfig:
-    """The IoU-Net's ascent: steps, step length (times w, h), boxes averaged, the aspect-ratio
-    bound, the size's damping and the proposals it starts from."""
+    """The box head's ascent: how it climbs, steps, the IoU climb's step length (times w, h), the
+    EBM climb's step length and decay, boxes averaged, the aspect-ratio bound, the size's damping
+    and the proposals it starts from."""
 
+    box_climb: str = "iou"
     box_steps: int = 5
     box_step_length: float = 1.0
+    ebm_step_length: float = 2.5e-3
+    box_step_decay: float = 0.5
     box_top_k: int = 3
     max_aspect_ratio: float = 6.0
     size_update_rate: float = 1.0
@@ -150,31 +166,59 @@ class _Ascent:
     def refine(
         self, state: TargetState, feats: dict[str, Tensor], center: np.ndarray, size: np.ndarray
     ) -> tuple[np.ndarray, float] | None:
-        """IoU-Net refinement of the box at ``center``, ``size`` (crop px): the refined box
-        (xywh crop px) and the head's predicted gain (the mean predicted IoU of its best
-        ``box_top_k`` boxes minus that of the start box, before the ascent); None where no box
-        passes :func:`~ebmtrack.tracking.box_refine.select_box`."""
+        """The head's refinement of the box at ``center``, ``size`` (crop px): the refined box
+        (xywh crop px) and the head's predicted gain (the mean head output of its best
+        ``box_top_k`` boxes minus that of the start box, before the ascent: predicted IoU, or f
+        with ``box_climb="ebm"``); None where no box passes
+        :func:`~ebmtrack.tracking.box_refine.select_box`."""
         config, head = self.ascent, self.head
         box = torch.tensor([*(center - size / 2), *size], dtype=torch.float32)
         proposals = head.proposals(box, config.proposals, state.frame_index)
         test_features, offset = head.window(feats, proposals, 0.25 * float(size.max()))
-        start_ious: list[Tensor] = []
+        climb = self._climb_ebm if config.box_climb == "ebm" else self._climb_iou
+        boxes, values, start = climb(state, test_features, proposals - offset)
+        best = select_box(boxes + offset, values, config.box_top_k, config.max_aspect_ratio)
+        if best is None:
+            return None
+        # The start box is proposal 0.
+        top = torch.topk(values, min(config.box_top_k, values.numel())).values.mean()
+        return best.double().cpu().numpy(), float(top) - start
+
+    def _climb_iou(
+        self, state: TargetState, test_features: list[Tensor], proposals: Tensor
+    ) -> tuple[Tensor, Tensor, float]:
+        config = self.ascent
+        start_ious: list[Tensor] = []  # the start box's IoU comes from the ascent's first step
         boxes, ious = ascend_iou(
-            head.folded,
+            self.head.folded,
             state.modulation,
             test_features,
-            proposals - offset,
+            proposals,
             config.box_steps,
             config.box_step_length,
             closed_form=True,
             start_ious=start_ious,
         )
-        best = select_box(boxes + offset, ious, config.box_top_k, config.max_aspect_ratio)
-        if best is None:
-            return None
-        # The start box is proposal 0; its predicted IoU comes from the ascent's first step.
-        top = torch.topk(ious, min(config.box_top_k, ious.numel())).values.mean()
-        return best.double().cpu().numpy(), float(top) - float(start_ious[0][0])
+        return boxes, ious, float(start_ious[0][0])
+
+    def _climb_ebm(
+        self, state: TargetState, test_features: list[Tensor], proposals: Tensor
+    ) -> tuple[Tensor, Tensor, float]:
+        config, folded = self.ascent, self.head.folded
+        with torch.no_grad():
+            score = IoUGradient(folded, folded.modulate(state.modulation, test_features))
+            start = float(score(proposals[:1], need_grad=False)[0][0])
+        length = config.ebm_step_length
+        boxes, values = ascend_boxes(
+            FrameBoxEnergy(score),
+            proposals,
+            proposals[0, 2:],  # (w0, h0): the start box's size, as DiMP-NCE+'s
+            config.box_steps,
+            (length, length),
+            "s1",
+            config.box_step_decay,
+        )
+        return boxes, values.flatten(), start
 
     def take(self, state: TargetState, box_crop: np.ndarray, scale: float) -> np.ndarray:
         """The head's box becomes the state's size (damped); returns its centre in crop px."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ebmtrack.models.backbones import create_backbone
-from ebmtrack.models.serialization import check_backbone, load_model
+from ebmtrack.models.serialization import check_backbone, load_model, trained_features
 from ebmtrack.tracking.atom.params import HEAD_MODES, AtomParams
 from ebmtrack.tracking.atom.tracker import AtomTracker
 from ebmtrack.tracking.calibrator import resolve_calibrator
@@ -88,6 +88,8 @@ def build_atom(
             )
     confidence = resolve_calibrator(calibrator, backbone, "atom")
     net = create_backbone(backbone, pretrained=backbone_weights is None, weights=backbone_weights)
+    head_features = "float32"
     if box_head is not None:  # trained on these backbone weights' features?
         check_backbone(weights, net, "IoU-Net", backbone_weights)
-    return tracker_type(net, box_head, atom_params, confidence)
+        head_features = trained_features(weights)
+    return tracker_type(net, box_head, atom_params, confidence, head_features=head_features)

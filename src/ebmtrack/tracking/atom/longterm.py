@@ -32,9 +32,12 @@ class AtomLTTracker(AtomTracker):
         box_head: AtomIoUNet | None = None,
         params: AtomLTParams | None = None,
         calibrator=None,
+        head_features: str = "float32",
     ) -> None:
         params = params or AtomLTParams()
-        super().__init__(backbone, box_head, params, calibrator, LongTermMode(params))
+        super().__init__(
+            backbone, box_head, params, calibrator, LongTermMode(params), head_features
+        )
 
     @property
     def lost(self) -> bool:

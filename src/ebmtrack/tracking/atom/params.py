@@ -6,11 +6,17 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ebmtrack.models.precision import PRECISIONS
-from ebmtrack.tracking.atom.box import BOX_ESTIMATORS, BOX_MODES, HEAD_MODES, SCALE_MODES
+from ebmtrack.tracking.atom.box import (
+    BOX_CLIMBS,
+    BOX_ESTIMATORS,
+    BOX_MODES,
+    HEAD_MODES,
+    SCALE_MODES,
+)
 from ebmtrack.tracking.params import SearchRegionParams, check_ranges, mode_fields
 from ebmtrack.values import OptionError
 
-__all__ = ["BOX_MODES", "HEAD_MODES", "SCALE_MODES", "AtomParams"]
+__all__ = ["BOX_CLIMBS", "BOX_MODES", "HEAD_MODES", "SCALE_MODES", "AtomParams"]
 
 
 @dataclass(frozen=True)
@@ -47,10 +53,21 @@ class AtomParams(SearchRegionParams):
             at least ``box_accept_margin``. ``polished``: the scale search tracks; the IoU-Net
             refines the box reported for the frame only, so its errors never carry into the
             next frame.
-        box_steps, box_step_length: the IoU-Net's gradient-ascent steps and their length (times
-            w, h); ``refine``, ``gated`` and ``polished``.
+        box_climb: how the head's output is climbed (``refine``, ``gated`` and ``polished``):
+            ``iou``, ATOM's gradient ascent on the predicted IoU, each step
+            ``box_step_length`` times the gradient times w, h in crop pixels, a step that lowers
+            the IoU rejected and halved; ``ebm``, DiMP-NCE+'s ascent on f(x, y) in
+            y = (cx / w0, cy / h0, log w, log h), (w0, h0) the start box's size, Algorithm S1:
+            steps of ``ebm_step_length`` (2.5e-3, the reference's), a step kept only where f
+            rises, else its length times ``box_step_decay`` (0.5, the paper's): the climb of a
+            head trained as an energy-based model (NCE+). Each climb reads its own step length,
+            so a variant's IoU step never becomes an EBM step.
+        box_steps, box_step_length: the ascent's steps; the IoU climb's step length.
+        ebm_step_length, box_step_decay: the EBM climb's step length and decay (refused with
+            ``box_climb="iou"``).
         box_top_k: boxes averaged at the end.
-        box_accept_margin: the gate of ``gated``.
+        box_accept_margin: the gate of ``gated`` (in the head's units: predicted IoU, or f with
+            ``box_climb="ebm"``).
 
     Scale search (``scale``, ``gated`` and ``polished``; not in the paper):
         scale_factors: besides the search region itself, crop it these many times wider and
@@ -76,8 +93,11 @@ class AtomParams(SearchRegionParams):
     update_cg_iters: int = 5
 
     box_mode: str = "refine"
+    box_climb: str = "iou"
     box_steps: int = 5
     box_step_length: float = 1.0
+    ebm_step_length: float = 2.5e-3
+    box_step_decay: float = 0.5
     box_top_k: int = 3
     box_accept_margin: float = 0.1
     scale_factors: tuple[float, ...] = (1 / 1.05, 1.05)
@@ -114,6 +134,7 @@ class AtomParams(SearchRegionParams):
             positive=("sigma_factor", "pelu_alpha", "filter_reg", "projection_reg"),
         )
         self._check_box_mode()
+        self._check_climb()
         factors = self.scale_factors
         if not (
             factors and all(isinstance(f, int | float) and 0 < f < 10 and f != 1 for f in factors)
@@ -127,3 +148,23 @@ class AtomParams(SearchRegionParams):
                 f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}",
                 "precision",
             )
+
+    def _check_climb(self) -> None:
+        if self.box_climb not in BOX_CLIMBS:
+            raise OptionError(
+                f"box_climb must be one of {', '.join(BOX_CLIMBS)}, got {self.box_climb!r}",
+                "box_climb",
+            )
+        for name in ("box_step_length", "ebm_step_length"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and value > 0):
+                raise OptionError(f"{name} must be a positive number, got {value!r}", name)
+        if not (isinstance(self.box_step_decay, int | float) and 0 < self.box_step_decay <= 1):
+            raise OptionError(
+                f"box_step_decay must be in (0, 1], got {self.box_step_decay!r}", "box_step_decay"
+            )
+        for name, default in (("ebm_step_length", 2.5e-3), ("box_step_decay", 0.5)):
+            if self.box_climb != "ebm" and getattr(self, name) != default:
+                raise OptionError(
+                    f"{name} applies to box_climb 'ebm', not {self.box_climb!r}", name, "box_climb"
+                )

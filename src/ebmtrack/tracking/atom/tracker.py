@@ -50,6 +50,10 @@ class AtomTracker(SearchRegionTracker):
             ``TrackResult.confidence``; None: the confidence is NaN.
         mode: a :class:`~ebmtrack.tracking.composition.Mode` of the frame loop (``atom-lt``:
             the long-term mode); None: none.
+        head_features: the backbone runtime whose features ``box_head`` was trained on
+            (:func:`~ebmtrack.models.serialization.trained_features`): ``onnx-int8`` lets
+            ``backbone_runtime="auto"`` run the int8 backbone under the head, as without one;
+            ``float32`` (a head trained on float32 features) keeps it float32.
 
     For speed the tracker runs private copies with BatchNorm folded in: the eager backbone via
     :func:`~ebmtrack.models.backbones.optimize_for_inference` (channels-last too) and the box
@@ -67,6 +71,7 @@ class AtomTracker(SearchRegionTracker):
         params: AtomParams | None = None,
         calibrator=None,
         mode: Mode | None = None,
+        head_features: str = "float32",
     ) -> None:
         params = params or AtomParams()
         device = torch.device(params.device)
@@ -75,12 +80,14 @@ class AtomTracker(SearchRegionTracker):
         estimator = build_box_estimator(BOX_ESTIMATORS, params.box_mode, params, head)
         self.box_head = head.net if head is not None else None
         # auto: int8 where ranges ship for these weights (docs/results/speed.md), for the
-        # classifier alone: box heads were trained and measured on float32 features only.
+        # classifier alone or with a head trained on int8 features; a head trained on float32
+        # features reads float32 ones.
+        int8_head = head is None or head_features == "onnx-int8"
         runtime = select_runtime(
             params.precision,
             params.backbone_runtime,
             device,
-            int8=head is None and functools.partial(int8_available, self.backbone),
+            int8=int8_head and functools.partial(int8_available, self.backbone),
         )
         config = part_config(GaussNewtonConfig, params)
         classifier = GaussNewtonClassifier(backbone, config, device, runtime.dtype)

@@ -16,6 +16,7 @@ __all__ = [
     "ATOM_LT",
     "ATOM_POLISHED",
     "CLASSIFIER_ONLY",
+    "IOUNET",
     "LONG_TERM",
     "POLISHED",
 ]
@@ -55,11 +56,15 @@ ATOM = register_tracker(
         opencv_class="TrackerATOM",
     ),
 )
+# The step of the shipped head (MSE, the sample engine), chosen on the training pack's held-out
+# clips and tracks by benchmarks/choose_default_box.py (docs/results/head-training-scale.md).
+IOUNET = {"box_mode": "refine", "box_step_length": 0.3}
+
 ATOM_IOUNET = register_tracker(
     "atom-iounet",
     TrackerVariant(
         _FACTORY,
-        {"box_mode": "refine"},
+        IOUNET,
         _PARAMS,
         "ATOM as in the paper: the classifier's position, the box refined by an IoU-Net "
         "(default: the one shipped for MobileNetV2)",

@@ -1,5 +1,5 @@
 """DiMP-NCE+'s box-estimator part: gradient ascent on the EBM head's f(x, y) from the
-classifier's box (Algorithm S1, :mod:`ebmtrack.tracking.dimp.refine`), or the position alone."""
+classifier's box (Algorithm S1, :mod:`ebmtrack.tracking.ebm_refine`), or the position alone."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ebmtrack.ops.crop import box_from_crop
 from ebmtrack.tracking.box_head import BoxHead, ProposalConfig
 from ebmtrack.tracking.box_refine import blend_size, select_box
 from ebmtrack.tracking.composition import TargetState
-from ebmtrack.tracking.dimp.refine import FrameBoxEnergy, ascend_boxes
+from ebmtrack.tracking.ebm_refine import FrameBoxEnergy, ascend_boxes
 from ebmtrack.tracking.iou_gradient import IoUGradient
 from ebmtrack.tracking.search_region import Region
 

@@ -33,7 +33,7 @@ def create_dimp_tracker(
     backbone: str = "mobilenetv2",
     backbone_weights: str | Path | None = None,
     calibrator: str | Path | None = None,
-    box_head_tag: str = "nce",
+    box_head_tag: str = "pack",
     **params,
 ) -> DiMPTracker:
     """A :class:`DiMPTracker` with an ImageNet backbone, DiMP's classifier and an EBM box head.
@@ -56,7 +56,8 @@ def create_dimp_tracker(
             (:func:`~ebmtrack.tracking.calibrator.resolve_calibrator`): a shipped calibrator's
             name (``dimp-nce+``, the registered variant's), a calibrator file, or None (NaN).
         box_head_tag: which shipped box head ``weights`` defaults to
-            (:data:`ebmtrack.weights.SHIPPED`; ``nce``: the IoU-Net trained with NCE+).
+            (:data:`ebmtrack.weights.SHIPPED`; ``pack``: the IoU-Net trained with NCE+ on the
+            training pack).
         **params: fields of :class:`DiMPParams`.
 
     Raises:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ebmtrack.tracking.dimp.box import BOX_ESTIMATORS, BOX_MODES
-from ebmtrack.tracking.dimp.refine import STEP_RULES
+from ebmtrack.tracking.ebm_refine import STEP_RULES
 from ebmtrack.tracking.params import SearchRegionParams, check_ranges, mode_fields
 from ebmtrack.values import OptionError
 
@@ -38,7 +38,7 @@ class DiMPParams(SearchRegionParams):
         hard_negative_iters: steps right after a hard-negative frame (``net_opt_hn_iter`` 1).
 
     Box refinement (the EBM head, gradient ascent on f(x, y) in y = (cx / w0, cy / h0, log w,
-    log h) with (w0, h0) the classifier box's size, :mod:`ebmtrack.tracking.dimp.refine`):
+    log h) with (w0, h0) the classifier box's size, :mod:`ebmtrack.tracking.ebm_refine`):
         box_mode: ``refine`` (the box head refines the box) or ``position`` (only the position
             moves and the size is kept; the box fields below then keep their defaults).
         box_steps: iterations T (reference 10; 5 here: the same tracking AUC on the training

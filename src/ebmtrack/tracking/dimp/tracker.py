@@ -8,7 +8,7 @@ Per frame, as ATOM (:mod:`ebmtrack.tracking.atom.tracker`) but with DiMP's class
    (:class:`~ebmtrack.models.dimp.DiMPClassifier`), scores every location; the peak gives the
    position and a status (ATOM's localisation: normal, uncertain, hard negative, not found);
 3. unless the target is lost, the box is refined from the located position by gradient ascent on
-   the EBM head's f(x, y) (Algorithm S1, :mod:`ebmtrack.tracking.dimp.refine`);
+   the EBM head's f(x, y) (Algorithm S1, :mod:`ebmtrack.tracking.ebm_refine`);
 4. normal and hard-negative frames enter the sample memory with their box; the filter takes
    ``update_iters`` optimizer steps every ``train_skipping`` frames, ``hard_negative_iters`` right
    after a hard negative. Lost and uncertain frames change nothing (reference ``update_flag``).

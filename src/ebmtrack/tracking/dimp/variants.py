@@ -14,10 +14,10 @@ DIMP_NCE_PLUS = register_tracker(
     "dimp-nce+",
     TrackerVariant(
         "ebmtrack.tracking.dimp.factory:create_dimp_tracker",
-        {"calibrator": "dimp-nce+", "box_head_tag": "nce"},
+        {"calibrator": "dimp-nce+", "box_head_tag": "pack"},
         "ebmtrack.tracking.dimp.params:DiMPParams",
         "DiMP's classifier with the box refined by an EBM head trained with NCE+ (both shipped "
-        "for MobileNetV2)",
+        "for MobileNetV2, trained on the training pack)",
         kind=OUR_TRACKER,
         opencv_class="TrackerDiMPNCEPlus",
     ),

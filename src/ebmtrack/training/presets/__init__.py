@@ -3,12 +3,14 @@
 - :mod:`~ebmtrack.training.presets.atom`: ``atom-r18`` (ATOM's recipe on ResNet-18 and the data
   sets given by ``--lasot``, ``--got10k``, ``--trackingnet``, ``--coco``) and ``synthetic-smoke``
   (the same pipeline at toy size on generated sequences; seconds).
-- :mod:`~ebmtrack.training.presets.default_cpu`: ``default-cpu`` (the shipped box head: frozen
-  MobileNetV2, features cached once, the shared sequences minus :data:`DEFAULT_HOLDOUT`, still
-  frames and textured generated sequences) and ``dimp-cpu`` (DiMP's classifier on the same data).
+- :mod:`~ebmtrack.training.presets.default_cpu`: ``default-cpu`` (the first shipped box head:
+  frozen MobileNetV2, features cached once, the shared sequences minus :data:`DEFAULT_HOLDOUT`,
+  still frames and textured generated sequences) and ``dimp-cpu`` (DiMP's classifier on the same
+  data); they read test sequences, and their models no longer ship.
 - :mod:`~ebmtrack.training.presets.pack`: ``pack-cpu`` and ``dimp-pack-cpu`` (the same two on the
-  training pack) and ``pack-stream`` (``pack-cpu``'s head on the whole pack, every sample a fresh
-  pair with worker-made int8 features).
+  training pack), ``pack-stream`` (``pack-cpu``'s head on the whole pack, every sample a fresh
+  pair with worker-made int8 features: the recipe of ``atom-iounet``'s shipped head) and
+  ``dimp-pack-clips`` (DiMP's classifier on the whole pack: the recipe of the shipped one).
 
 The presets' data lives below the data root (:mod:`~ebmtrack.training.presets.root`:
 ``$EBMTRACK_DATA``, else :data:`DEFAULT_DATA_ROOT`, the shared data beside the repository).
@@ -21,7 +23,7 @@ from collections.abc import Callable
 from ..experiment import Experiment
 from .atom import atom_r18, synthetic_smoke
 from .default_cpu import DEFAULT_HOLDOUT, default_cpu, dimp_cpu
-from .pack import dimp_pack_cpu, pack_cpu, pack_stream
+from .pack import dimp_pack_clips, dimp_pack_cpu, pack_cpu, pack_stream
 from .root import DATA_ROOT_ENV, DEFAULT_DATA_ROOT, data_path, data_root
 
 PRESETS: dict[str, Callable[[], Experiment]] = {
@@ -32,6 +34,7 @@ PRESETS: dict[str, Callable[[], Experiment]] = {
     "pack-cpu": pack_cpu,
     "pack-stream": pack_stream,
     "dimp-pack-cpu": dimp_pack_cpu,
+    "dimp-pack-clips": dimp_pack_clips,
 }
 """The function that makes each preset's config."""
 

@@ -1,5 +1,5 @@
 """The presets on the training pack (``train/`` below the data root): ``pack-cpu``,
-``pack-stream`` and ``dimp-pack-cpu``.
+``pack-stream``, ``dimp-pack-cpu`` and ``dimp-pack-clips``.
 
 The pack's data itself (its parts, ``PACK_HOLDOUT``, ``pack_sources``) is
 :mod:`ebmtrack.training.sources.pack`.
@@ -18,6 +18,7 @@ from .default_cpu import default_cpu, dimp_cpu
 from .root import data_path
 
 __all__ = [
+    "dimp_pack_clips",
     "dimp_pack_cpu",
     "pack_cpu",
     "pack_data",
@@ -79,3 +80,19 @@ def pack_stream() -> IoUNetExperiment:
 def dimp_pack_cpu() -> DiMPExperiment:
     """``dimp-cpu`` on the training pack."""
     return dataclasses.replace(dimp_cpu(), preset="dimp-pack-cpu", data=pack_data(max_gap=30))
+
+
+def dimp_pack_clips() -> DiMPExperiment:
+    """``dimp-pack-cpu`` on the whole pack, its clips of consecutive frames too, with twice the
+    cached samples for the same number of steps (``dimp-cpu``'s 1024 over-fitted): the recipe of
+    the shipped classifier."""
+    base = dimp_pack_cpu()
+    return dataclasses.replace(
+        base,
+        preset="dimp-pack-clips",
+        data=pack_data(max_gap=30, pack_parts=list(PARTS)),
+        feature_cache=dataclasses.replace(base.feature_cache, train_pairs=2048),
+        trainer=dataclasses.replace(
+            base.trainer, epochs=3, samples_per_epoch=2048, lr_step_epochs=2
+        ),
+    )

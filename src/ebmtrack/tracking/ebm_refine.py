@@ -1,10 +1,12 @@
-"""Box refinement with the energy-based head: gradient ascent on f(x, y) over the box y.
+"""Box refinement with an energy-based head: gradient ascent on f(x, y) over the box y.
 
 The head is ATOM's IoU-Net trained as an EBM (:mod:`ebmtrack.training.box_regression`): its raw
 output for a box is f(x, y), the unnormalised log-density of the box. Prediction maximises f from
 a few starting boxes (paper section 2.2, Algorithm S1), in the coordinates the head was trained
 in, ``y = (cx / w0, cy / h0, log w, log h)`` (crop pixels, ``(w0, h0)`` a fixed size: here the
-size of the box the classifier proposes, as the reference tracker's ``sz_norm``).
+size of the box the classifier proposes, as the reference tracker's ``sz_norm``). DiMP-NCE+
+refines its boxes this way (:mod:`ebmtrack.tracking.dimp.box`), and so do ATOM's box modes with
+``box_climb="ebm"`` (:mod:`ebmtrack.tracking.atom.box`).
 
 The value and gradient of f come in closed form from
 :class:`~ebmtrack.tracking.iou_gradient.IoUGradient` (a few matrix products per step instead
