@@ -1,8 +1,8 @@
 """Copy trained models from run folders into the package's weights, stored in float16.
 
     python scripts/ship_weights.py --dest src/ebmtrack/weights \\
-        --box-head default=runs/pack-stream-mse --box-head nce=runs/pack-stream-nce \\
-        --classifier runs/dimp-pack [--epoch default=24]
+        --box-head default=runs/pack-stream-mse --box-head pack=runs/pack-stream-nce \\
+        --classifier runs/dimp-pack-clips [--epoch default=25]
 
 Each model comes from its run's latest checkpoint (``--epoch TAG=N``, or ``classifier=N``: that
 epoch's, where the run still keeps it) and goes to the file the weights table names for its role,
@@ -52,7 +52,7 @@ def ship(role: str, tag: str, run: Path, dest: Path, epoch: int | None) -> dict:
     path = dest / entry.file
     epoch = export_checkpoint(run, path, epoch, dtype=torch.float16)
     load_model(path, expected=MODELS[role])  # it loads as what the trackers read
-    path.chmod(0o644)  # safetensors writes owner-only files; these are package data
+    path.chmod(0o644)  # package data, readable by all
     data = path.read_bytes()
     return {
         "file": entry.file,
