@@ -207,7 +207,7 @@ def test_the_help_names_every_preset(capsys):
 
 
 @pytest.mark.slow
-def test_a_resume_point_carries_the_run_to_a_new_folder(tmp_path, capsys):
+def test_a_resume_point_carries_the_run_to_a_new_folder(tmp_path, capsys, monkeypatch):
     out, moved = tmp_path / "run", tmp_path / "moved"
     assert main(["train", "--out", str(out), "--epochs", "1", *TINY]) == 0
     point = tmp_path / "point.safetensors.gz"
@@ -218,6 +218,15 @@ def test_a_resume_point_carries_the_run_to_a_new_folder(tmp_path, capsys):
         capsys.readouterr().err
     )
     assert main(["train", "--out", str(moved), "--resume-from", str(point)]) == 0
+    assert "restored epoch 1 (step 2)" in capsys.readouterr().out
+    # A point over the part size is written as its parts, and read back joined.
+    import ebmtrack.training.resume_point as resume_point
+
+    monkeypatch.setattr(resume_point, "PART_BYTES", point.stat().st_size // 2 + 1)
+    split = tmp_path / "split.safetensors.gz"
+    assert main(["train", "--out", str(out), "--write-resume-point", str(split)]) == 0
+    assert "in 2 parts split.safetensors.gz.part1" in capsys.readouterr().out
+    assert main(["train", "--out", str(tmp_path / "again"), "--resume-from", str(split)]) == 0
     assert "restored epoch 1 (step 2)" in capsys.readouterr().out
     # The resumed run had nothing left to train: its model is the first run's, exactly.
     final = load_model(out / "iou_net.safetensors").state_dict()

@@ -277,9 +277,12 @@ def write_resume_point(args: argparse.Namespace) -> int:
         checkpoint = write_resume_point(args.out, args.write_resume_point)
     except (ValueError, FileNotFoundError) as err:
         raise CLIError(f"--write-resume-point: {err}") from None
-    size = args.write_resume_point.stat().st_size / 1e6
+    point = args.write_resume_point
+    files = [point] if point.is_file() else sorted(point.parent.glob(f"{point.name}.part*"))
+    size = sum(f.stat().st_size for f in files) / 1e6
+    stored = "" if files == [point] else f" in {len(files)} parts {point.name}.part1, ..."
     print(
-        f"wrote {args.write_resume_point} ({size:.1f} MB: epoch {checkpoint.epoch}, step "
+        f"wrote {point} ({size:.1f} MB{stored}: epoch {checkpoint.epoch}, step "
         f"{checkpoint.global_step} of {args.out}); continue with: ebmtrack train --out DIR "
         f"--resume-from {args.write_resume_point}"
     )

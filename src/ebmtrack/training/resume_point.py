@@ -82,10 +82,11 @@ def _decode(value: Any, tensors: dict[str, torch.Tensor]) -> Any:
 
 
 def write_resume_point(
-    run_dir: str | Path, path: str | Path, part_bytes: int = PART_BYTES
+    run_dir: str | Path, path: str | Path, part_bytes: int | None = None
 ) -> Checkpoint:
     """Write the latest checkpoint of the run in ``run_dir`` (and its ``config.yaml``) to
-    ``path``, or to its parts of at most ``part_bytes`` where it is larger, replacing what an
+    ``path``, or to its parts of at most ``part_bytes`` (default :data:`~ebmtrack.weights.packed.
+    PART_BYTES`) where it is larger, replacing what an
     earlier call wrote there (the new bytes are written under temporary names first, then
     renamed). Returns the checkpoint.
 
@@ -116,6 +117,7 @@ def write_resume_point(
     }
     data = gzip.compress(canonical_bytes(save(tensors, metadata=header)), mtime=0)
     path.parent.mkdir(parents=True, exist_ok=True)
+    part_bytes = part_bytes or PART_BYTES
     pieces = [data[i : i + part_bytes] for i in range(0, len(data), part_bytes)]
     names = [path] if len(pieces) == 1 else [_part(path, k) for k in range(1, len(pieces) + 1)]
     for name, piece in zip(names, pieces):
