@@ -45,8 +45,8 @@ def create_atom_tracker(
             (:func:`~ebmtrack.tracking.calibrator.resolve_calibrator`): a shipped calibrator's
             name (``atom``, the default variant's), a calibrator file, or None (NaN).
         box_head_tag: which shipped box head ``weights`` defaults to
-            (:data:`ebmtrack.weights.SHIPPED`: ``default``, the MSE head; ``pack``, the NCE+
-            head trained on the training pack).
+            (:data:`ebmtrack.weights.SHIPPED`: ``default``, the MSE head of the sample engine;
+            ``pack``, the NCE+ head of ``pack-cpu``; both trained on the training pack).
         **params: fields of :class:`AtomParams`.
 
     Raises:

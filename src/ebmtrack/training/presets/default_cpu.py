@@ -1,5 +1,6 @@
 """The presets on the shared sequences (``sequences/`` below the data root): ``default-cpu``,
-which made the shipped box head, and ``dimp-cpu``, DiMP's classifier on the same data."""
+which made the box head shipped until 5 Dec 2026, and ``dimp-cpu``, DiMP's classifier on the same
+data (the test sequences less a held-out fold: their models no longer ship)."""
 
 from __future__ import annotations
 
