@@ -271,6 +271,7 @@ def export(args: argparse.Namespace) -> int:
 
 def write_resume_point(args: argparse.Namespace) -> int:
     from ebmtrack.training.resume_point import write_resume_point
+    from ebmtrack.weights.packed import stored_files
 
     _only_out(args, "write_resume_point", "writes a run's resume point", ())
     try:
@@ -278,7 +279,7 @@ def write_resume_point(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as err:
         raise CLIError(f"--write-resume-point: {err}") from None
     point = args.write_resume_point
-    files = [point] if point.is_file() else sorted(point.parent.glob(f"{point.name}.part*"))
+    files = stored_files(point)
     size = sum(f.stat().st_size for f in files) / 1e6
     stored = "" if files == [point] else f" in {len(files)} parts {point.name}.part1, ..."
     print(

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ import torch
 from safetensors.torch import load, save
 
 from ebmtrack.models.serialization import canonical_bytes
-from ebmtrack.weights.packed import PART_BYTES, packed_bytes, packed_exists
+from ebmtrack.weights.packed import PART_BYTES, packed_bytes, packed_exists, write_parts
 
 from .checkpoint import Checkpoint, latest_checkpoint, read_checkpoint, save_checkpoint
 
@@ -117,25 +116,8 @@ def write_resume_point(
     }
     data = gzip.compress(canonical_bytes(save(tensors, metadata=header)), mtime=0)
     path.parent.mkdir(parents=True, exist_ok=True)
-    part_bytes = part_bytes or PART_BYTES
-    pieces = [data[i : i + part_bytes] for i in range(0, len(data), part_bytes)]
-    names = [path] if len(pieces) == 1 else [_part(path, k) for k in range(1, len(pieces) + 1)]
-    for name, piece in zip(names, pieces):
-        name.with_name(f".{name.name}.partial").write_bytes(piece)
-    stale = [path] if len(pieces) > 1 else []
-    index = len(names) + 1 if len(pieces) > 1 else 1
-    while _part(path, index).exists():  # parts an earlier, longer resume point left
-        stale.append(_part(path, index))
-        index += 1
-    for name in stale:
-        name.unlink(missing_ok=True)
-    for name in names:
-        os.replace(name.with_name(f".{name.name}.partial"), name)
+    write_parts(path, data, part_bytes or PART_BYTES)
     return checkpoint
-
-
-def _part(path: Path, index: int) -> Path:
-    return path.with_name(f"{path.name}.part{index}")
 
 
 def restore_resume_point(path: str | Path, run_dir: str | Path) -> Checkpoint:

@@ -27,7 +27,9 @@ __all__ = [
     "packed_exists",
     "read_packed",
     "split_packed",
+    "stored_files",
     "write_packed",
+    "write_parts",
 ]
 
 PACKED_SUFFIX = ".safetensors.gz"
@@ -58,12 +60,13 @@ def write_packed(state: dict, path: str | Path, metadata: dict[str, str] | None 
     return path
 
 
-def _parts(path: Path) -> list[Path]:
+def stored_files(path: str | Path) -> list[Path]:
     """``path`` itself where it is a file, else its parts in order (none if there are none)."""
+    path = Path(path)
     if path.is_file():
         return [path]
     parts, index = [], 1
-    while (part := path.with_name(f"{path.name}.part{index}")).is_file():
+    while (part := _part(path, index)).is_file():
         parts.append(part)
         index += 1
     return parts
@@ -71,29 +74,49 @@ def _parts(path: Path) -> list[Path]:
 
 def packed_exists(path: str | Path) -> bool:
     """Whether ``path`` is a file or stored as parts."""
-    return bool(_parts(Path(path)))
+    return bool(stored_files(path))
 
 
 def packed_bytes(path: str | Path) -> bytes:
     """The bytes of ``path``, or of its parts joined; FileNotFoundError if neither exists."""
-    parts = _parts(Path(path))
+    parts = stored_files(path)
     if not parts:
         raise FileNotFoundError(f"weights file not found: {path}")
     return b"".join(part.read_bytes() for part in parts)
 
 
 def split_packed(path: str | Path, part_bytes: int = PART_BYTES) -> list[Path]:
-    """Replace the file ``path`` by its parts of at most ``part_bytes`` (see the module
-    docstring); returns them."""
+    """Replace the file ``path`` by its parts of at most ``part_bytes`` where it is larger (see
+    the module docstring); returns the files that hold it now."""
     path = Path(path)
-    data = path.read_bytes()
-    parts = []
-    for index, start in enumerate(range(0, len(data), part_bytes), start=1):
-        part = path.with_name(f"{path.name}.part{index}")
-        part.write_bytes(data[start : start + part_bytes])
-        parts.append(part)
-    path.unlink()
-    return parts
+    return write_parts(path, path.read_bytes(), part_bytes)
+
+
+def write_parts(path: str | Path, data: bytes, part_bytes: int = PART_BYTES) -> list[Path]:
+    """Write ``data`` to ``path``, or to its parts of at most ``part_bytes`` where it is
+    larger, replacing what an earlier call left there (a whole file, or parts beyond the new
+    count). The new bytes are written under temporary names first, then renamed. Returns the
+    files written, in order."""
+    path = Path(path)
+    pieces = [data[i : i + part_bytes] for i in range(0, len(data), part_bytes)] or [b""]
+    split = len(pieces) > 1
+    names = [_part(path, k) for k in range(1, len(pieces) + 1)] if split else [path]
+    for name, piece in zip(names, pieces):
+        name.with_name(f".{name.name}.partial").write_bytes(piece)
+    stale = [path] if split else []
+    index = len(names) + 1 if split else 1
+    while _part(path, index).exists():
+        stale.append(_part(path, index))
+        index += 1
+    for name in stale:
+        name.unlink(missing_ok=True)
+    for name in names:
+        name.with_name(f".{name.name}.partial").replace(name)
+    return names
+
+
+def _part(path: Path, index: int) -> Path:
+    return path.with_name(f"{path.name}.part{index}")
 
 
 def read_packed(path: str | Path) -> dict:
