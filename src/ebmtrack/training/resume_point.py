@@ -84,10 +84,9 @@ def write_resume_point(
     run_dir: str | Path, path: str | Path, part_bytes: int | None = None
 ) -> Checkpoint:
     """Write the latest checkpoint of the run in ``run_dir`` (and its ``config.yaml``) to
-    ``path``, or to its parts of at most ``part_bytes`` (default :data:`~ebmtrack.weights.packed.
-    PART_BYTES`) where it is larger, replacing what an
-    earlier call wrote there (the new bytes are written under temporary names first, then
-    renamed). Returns the checkpoint.
+    ``path``, or to its parts of at most ``part_bytes`` (default 4 MiB) where it is larger
+    (:func:`~ebmtrack.weights.packed.write_parts`: what an earlier call wrote there is
+    replaced). Returns the checkpoint.
 
     Raises:
         ValueError: the run has no checkpoint yet.
