@@ -15,8 +15,8 @@ parts, ``FILE.part1``, ``FILE.part2``, ... (the file's bytes cut in order, as th
 backbone weights are), so that it can be committed where a repository limits the size of one
 file; restoring reads the file or its parts joined.
 
-    write_resume_point("runs/pack-stream-mse", "resume/pack-stream-mse.safetensors.gz")
-    restore_resume_point("resume/pack-stream-mse.safetensors.gz", "runs/pack-stream-mse")
+    write_resume_point("runs/pack-stream-nce", "resume/pack-stream-nce.safetensors.gz")
+    restore_resume_point("resume/pack-stream-nce.safetensors.gz", "runs/pack-stream-nce")
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ SHIPPED: tuple[ShippedFile, ...] = (
         "mobilenetv2",
         DEFAULT_TAG,
         "iou_net_mobilenetv2.safetensors",
-        "b026e5e2f3ee52d06ee3309f33922764e9390950f1f2e447c2f162f47c5faad3",
+        "89c01721bda7e82789184af29a5d3d2bd71fbd140caf443a0808a3e8d4792a4d",
     ),
     # The IoU-Net trained with NCE+ on the training pack (atom-polished, dimp-nce+).
     ShippedFile(
