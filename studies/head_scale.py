@@ -194,7 +194,7 @@ def plot(rows: list[dict[str, str]], out: Path, references: dict[str, float]) ->
                         color=COLOURS[loss],
                         label=f"{loss.upper()} {label}",
                     )
-        if title.startswith("the 13"):
+        if any(measure.startswith("auc13_") for measure, _, _ in measures):
             for i, (label, value) in enumerate(references.items()):
                 ax.axhline(
                     value, color="grey", linestyle=("-.", ":")[i % 2], linewidth=1, label=label
