@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from ebmtrack.models.precision import PRECISIONS
@@ -150,6 +150,8 @@ class AtomParams(SearchRegionParams):
             )
 
     def _check_climb(self) -> None:
+        """``box_climb`` is known, the step lengths and decay are in range, and the EBM climb's
+        own fields keep their defaults unless it climbs."""
         if self.box_climb not in BOX_CLIMBS:
             raise OptionError(
                 f"box_climb must be one of {', '.join(BOX_CLIMBS)}, got {self.box_climb!r}",
@@ -163,8 +165,9 @@ class AtomParams(SearchRegionParams):
             raise OptionError(
                 f"box_step_decay must be in (0, 1], got {self.box_step_decay!r}", "box_step_decay"
             )
-        for name, default in (("ebm_step_length", 2.5e-3), ("box_step_decay", 0.5)):
-            if self.box_climb != "ebm" and getattr(self, name) != default:
+        defaults = {f.name: f.default for f in fields(self)}
+        for name in ("ebm_step_length", "box_step_decay"):
+            if self.box_climb != "ebm" and getattr(self, name) != defaults[name]:
                 raise OptionError(
                     f"{name} applies to box_climb 'ebm', not {self.box_climb!r}", name, "box_climb"
                 )
