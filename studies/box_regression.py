@@ -62,7 +62,6 @@ from box_regression_runs import (
     stale_chunks,
     time_methods,
     train_run,
-    write_json,
 )
 from refinement import (
     RefinementConfig,
@@ -77,6 +76,7 @@ from tqdm import tqdm
 
 from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.data.datasets.sequence import select
+from ebmtrack.files import write_atomic, write_json_atomic
 from ebmtrack.models.iou_net import AtomIoUNet
 from ebmtrack.models.serialization import load_model
 from ebmtrack.tracking.atom.params import AtomParams
@@ -184,11 +184,9 @@ def prepare_samples(
                 )
         if config.preset == "pack-cpu" and set(order["test"]) & set(order["tuning"]):
             raise ValueError(f"tuning and test share {set(order['test']) & set(order['tuning'])}")
-        partial = path.with_suffix(".partial")
         tensors = {name: value.contiguous() for name, value in tensors.items()}
         metadata = {"order": json.dumps(order), "protocol": protocol}
-        save_file(tensors, str(partial), metadata=metadata)
-        partial.replace(path)
+        write_atomic(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
     with safe_open(str(path), framework="pt") as handle:
         order = json.loads(handle.metadata()["order"])
     tensors = load_file(str(path))
@@ -317,7 +315,7 @@ def run_study(
     if not (out / "timing.json").is_file():
         base = base_losses(config)
         table = {name: base[name] for name in TABLE_METHODS}
-        write_json(out / "timing.json", time_methods(table, config, features))
+        write_json_atomic(out / "timing.json", time_methods(table, config, features))
     samples = prepare_samples(out, config, sequence_folder)
     untrained = out / "untrained" / RESULT_FILE
     if not untrained.is_file():
@@ -327,13 +325,14 @@ def run_study(
         starts = torch.cat([s.start_boxes for s in samples["test"]])
         truths = torch.cat([s.true_boxes for s in samples["test"]])
         no_refinement = overlap_scores(starts, starts, truths)  # the start boxes' shares
-        write_json(untrained, {**evaluate_head(head, samples, config), "start": no_refinement})
+        record = {**evaluate_head(head, samples, config), "start": no_refinement}
+        write_json_atomic(untrained, record)
     for name in selected:
         result = out / name / RESULT_FILE
         if (out / name / IoUNetExperiment.model_file).is_file() and not result.is_file():
             head = load_model(out / name / IoUNetExperiment.model_file, expected="AtomIoUNet")
             atom_ascent = split_run(name)[0] == "mse"  # the MSE head of every seed
-            write_json(result, evaluate_head(head, samples, config, atom_ascent=atom_ascent))
+            write_json_atomic(result, evaluate_head(head, samples, config, atom_ascent=atom_ascent))
     return write_report(out, config)
 
 

@@ -27,9 +27,10 @@ from box_regression_runs import (
     curve_run,
     run_losses,
     seeded_run,
-    write_json,
 )
 from refinement import paired_difference
+
+from ebmtrack.files import write_json_atomic
 
 
 def _train_stats(run_dir: Path, batch_size: int) -> dict[str, float]:
@@ -115,7 +116,7 @@ def write_report(out: Path, config: StudyConfig) -> dict:
         "over_seeds_differences": {k: v for k, v in seed_differences.items() if v},
         "m_curve": {loss: {str(k): v for k, v in points.items()} for loss, points in curve.items()},
     }
-    write_json(out / "results.json", record)
+    write_json_atomic(out / "results.json", record)
     if has_curve:
         plot_m_curve(curve, ranking, out / "m-curve.png")
     return record

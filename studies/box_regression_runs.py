@@ -384,8 +384,3 @@ def time_methods(
     return seconds
 
 
-def write_json(path: Path, record: dict) -> None:
-    """Write ``record`` to ``path`` as JSON, through a partial file."""
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(record, indent=1) + "\n")
-    partial.replace(path)

@@ -24,8 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -34,6 +32,7 @@ import numpy as np
 from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequence
 from ebmtrack.evaluation.calibration import IOU_RIGHT, calibration_summary, frame_ious
+from ebmtrack.files import write_atomic
 from ebmtrack.process import configure_threads
 from ebmtrack.tracking.calibrator import (
     Calibrator,
@@ -114,15 +113,7 @@ def collect_sequence(tracker, sequence) -> dict[str, np.ndarray]:
 
 
 def _save_npz(path: Path, arrays: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
-    os.close(fd)
-    try:
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, lambda tmp: np.savez(tmp, **arrays))
 
 
 def collect(

@@ -12,6 +12,11 @@ never typed in:
 - ``add-eval``: the tracker's AUC and OP75 on the test sequences, each the mean over the
   ``ebmtrack eval`` folders given (one per tracker seed).
 
+``paired`` compares two heads (or trackers) per sequence: each sequence's AUC averaged over the
+seeds of each side, the mean of the per-sequence differences with its standard error over
+sequences, and on how many sequences the first side is better. It reads eval folders and writes
+nothing.
+
 The rows of the first MSE run (epochs 1-6, December 2, AMD EPYC), whose files are gone, were
 transcribed once from the page's tables; their note says so.
 
@@ -27,6 +32,9 @@ Usage::
     python studies/head_scale.py add-eval --loss mse --pairs 655360 --tracker atom-iounet \\
         runs/eval/mse-e40-s0 runs/eval/mse-e40-s1 runs/eval/mse-e40-s2
     python studies/head_scale.py plot
+    python studies/head_scale.py paired \
+        --a runs/eval/nce-e13-s0 runs/eval/nce-e13-s1 runs/eval/nce-e13-s2 \
+        --b runs/eval/mse-e13-s0 runs/eval/mse-e13-s1 runs/eval/mse-e13-s2 --tracker atom-iounet
 """
 
 from __future__ import annotations
@@ -37,6 +45,8 @@ import json
 import statistics
 import sys
 from pathlib import Path
+
+from ebmtrack.files import write_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "docs" / "results" / "head-training-scale.csv"
@@ -86,12 +96,14 @@ def merge(rows: list[dict[str, str]], new: list[dict[str, str]]) -> list[dict[st
 def write_record(path: Path, rows: list[dict[str, str]]) -> None:
     """Write the rows to ``path`` through a temporary file (an interrupted write keeps the old
     one)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(path)
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+
+    write_atomic(path, write)
 
 
 def row(loss: str, pairs: int, measure: str, value: float, note: str) -> dict[str, str]:
@@ -143,16 +155,58 @@ def bench_rows(report: Path, loss: str, pairs: int, note: str) -> list[dict[str,
     ]
 
 
-def eval_rows(
-    folders: list[Path], tracker: str, loss: str, pairs: int, note: str
-) -> list[dict[str, str]]:
-    """Mean AUC and OP75 (in %) of ``tracker`` over the eval folders (one per tracker seed)."""
-    overall = []
+def _tracker_runs(folders: list[Path], tracker: str) -> list[dict]:
+    """The metrics of ``tracker`` in each eval folder."""
+    runs = []
     for folder in folders:
         trackers = json.loads((folder / "metrics.json").read_text())["trackers"]
         if tracker not in trackers:
             raise ValueError(f"{folder} holds no run of {tracker} (it has {', '.join(trackers)})")
-        overall.append(trackers[tracker]["overall"])
+        runs.append(trackers[tracker])
+    return runs
+
+
+def paired(a: list[Path], tracker_a: str, b: list[Path], tracker_b: str) -> dict[str, object]:
+    """Side a against side b, per sequence (AUC and OP75 in %, each side's sequence averaged over
+    its folders, one per tracker seed). Returns ``sequences`` (name -> (a, b) AUC), the mean of
+    the differences a - b and its standard error over sequences, the number of sequences where
+    a is better, and each side's mean AUC and OP75. Both sides must hold the same sequences."""
+    sides = []
+    for folders, tracker in ((a, tracker_a), (b, tracker_b)):
+        runs = _tracker_runs(folders, tracker)
+        names = set(runs[0]["sequences"])
+        if any(set(r["sequences"]) != names for r in runs):
+            raise ValueError(f"the folders of {tracker} do not hold the same sequences")
+        sides.append(
+            {
+                q: tuple(
+                    100 * statistics.mean(r["sequences"][q][m] for r in runs)
+                    for m in ("auc", "op75")
+                )
+                for q in names
+            }
+        )
+    if set(sides[0]) != set(sides[1]):
+        raise ValueError("the two sides do not hold the same sequences")
+    names = sorted(sides[0])
+    if len(names) < 2:
+        raise ValueError("a paired comparison needs at least two sequences")
+    diffs = [sides[0][q][0] - sides[1][q][0] for q in names]
+    return {
+        "sequences": {q: (sides[0][q][0], sides[1][q][0]) for q in names},
+        "mean_diff": statistics.mean(diffs),
+        "se": statistics.stdev(diffs) / len(diffs) ** 0.5,
+        "better": sum(d > 0 for d in diffs),
+        "auc": tuple(statistics.mean(v[0] for v in side.values()) for side in sides),
+        "op75": tuple(statistics.mean(v[1] for v in side.values()) for side in sides),
+    }
+
+
+def eval_rows(
+    folders: list[Path], tracker: str, loss: str, pairs: int, note: str
+) -> list[dict[str, str]]:
+    """Mean AUC and OP75 (in %) of ``tracker`` over the eval folders (one per tracker seed)."""
+    overall = [r["overall"] for r in _tracker_runs(folders, tracker)]
     note = f"{note}; {len(folders)} seeds"
     return [
         row(
@@ -166,6 +220,21 @@ def eval_rows(
             note,
         ),
     ]
+
+
+def print_paired(result: dict, tracker_a: str, tracker_b: str) -> None:
+    print(f"{'sequence':16s} {'a':>6s} {'b':>6s} {'a - b':>6s}")
+    for name, (a, b) in result["sequences"].items():
+        print(f"{name:16s} {a:6.1f} {b:6.1f} {a - b:+6.1f}")
+    n = len(result["sequences"])
+    print(
+        f"a ({tracker_a}) {result['auc'][0]:.1f} AUC, OP75 {result['op75'][0]:.1f}; "
+        f"b ({tracker_b}) {result['auc'][1]:.1f}, OP75 {result['op75'][1]:.1f}"
+    )
+    print(
+        f"a - b: {result['mean_diff']:+.2f} AUC (SE {result['se']:.2f} over {n} sequences), "
+        f"a better on {result['better']} of {n}; OP75 {result['op75'][0] - result['op75'][1]:+.1f}"
+    )
 
 
 def plot(rows: list[dict[str, str]], out: Path, references: dict[str, float]) -> None:
@@ -232,6 +301,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     for s in (b, e):
         s.add_argument("--pairs", type=int, required=True, help="distinct pairs the head saw")
+    c = sub.add_parser("paired", help="two sides per sequence, each over its seeds' folders")
+    c.add_argument("--a", type=Path, nargs="+", required=True, help="side a's eval folders")
+    c.add_argument("--b", type=Path, nargs="+", required=True, help="side b's eval folders")
+    c.add_argument("--tracker", help="the tracker of both sides")
+    c.add_argument("--tracker-a", help="side a's tracker (instead of --tracker)")
+    c.add_argument("--tracker-b", help="side b's tracker (instead of --tracker)")
     q = sub.add_parser("plot", help="the figure")
     q.add_argument("--out", type=Path, default=FIGURE)
     q.add_argument(
@@ -262,12 +337,22 @@ def main(argv: list[str] | None = None) -> int:
         ("--report", getattr(args, "report", None)),
     ]
     given += [("folders", folder) for folder in getattr(args, "folders", [])]
+    given += [("--a", folder) for folder in getattr(args, "a", [])]
+    given += [("--b", folder) for folder in getattr(args, "b", [])]
     for flag, path in given:
         if path is not None and not path.exists():
             p.error(f"{flag}: {path} does not exist")
     if getattr(args, "pairs", 1) <= 0:
         p.error("--pairs must be positive")
+    if args.command == "paired":
+        tracker_a = args.tracker_a or args.tracker
+        tracker_b = args.tracker_b or args.tracker
+        if not tracker_a or not tracker_b:
+            p.error("paired: give --tracker, or --tracker-a and --tracker-b")
     try:
+        if args.command == "paired":
+            print_paired(paired(args.a, tracker_a, args.b, tracker_b), tracker_a, tracker_b)
+            return 0
         if args.command == "add-validation":
             new = validation_rows(args.metrics, args.loss, args.note)
         elif args.command == "add-bench":

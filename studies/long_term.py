@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +34,7 @@ from ebmtrack.data.datasets.folder import load_folder
 from ebmtrack.data.splice import splice_set
 from ebmtrack.evaluation.longterm import LongTermRun, score_long_term, track_long_term
 from ebmtrack.evaluation.scoring import average, score_run
+from ebmtrack.files import write_atomic
 from ebmtrack.process import configure_threads
 from ebmtrack.tracking.registry import create_tracker
 
@@ -85,14 +85,9 @@ def run_tracker(
         if not path.is_file():
             seeded = {"seed": seed} if tracker in SEEDED else {}
             run = track_long_term(create_tracker(tracker, **options, **seeded), sequence)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_name(f"{path.stem}.{os.getpid()}.partial.npz")  # one per process
-            np.savez(
-                partial,
-                **{k: getattr(run, k) for k in ("boxes", "scores", "times")},
-                statuses=run.statuses.astype("U16"),
-            )
-            os.replace(partial, path)
+            arrays = {k: getattr(run, k) for k in ("boxes", "scores", "times")}
+            arrays["statuses"] = run.statuses.astype("U16")
+            write_atomic(path, lambda tmp, arrays=arrays: np.savez(tmp, **arrays))
             print(f"{set_name} {label} seed {seed} {sequence.name}", flush=True)
         runs.append((sequence, load_run(path)))
     return runs

@@ -8,7 +8,7 @@ Layers, each allowed to import only the ones below it (docs/architecture.md)::
     api                              (ebmtrack.load_tracker)
     tracking, data
     models
-    ops, optim, ebm, process, values, weights
+    ops, optim, ebm, process, values, files, weights
     lite                             (the torch-free runtime: imports no other ebmtrack package)
 
 Inside ``tracking``, the shared modules import neither ``atom`` nor ``dimp``, and those two do not
@@ -34,6 +34,7 @@ RANKS = {
     "optim": 0,
     "ebm": 0,
     "process": 0,
+    "files": 0,
     "values": 0,
     "weights": 0,
     "models": 1,

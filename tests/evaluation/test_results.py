@@ -31,7 +31,7 @@ def test_a_stop_during_a_write_takes_effect_after_it(tmp_path, monkeypatch):
             write_result(tmp_path, "t", 0, "seq", boxes)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    assert not list(tmp_path.rglob("*.tmp"))
+    assert not list(tmp_path.rglob(".*.tmp*"))
     np.testing.assert_array_equal(read_result(tmp_path, "t", 0, "seq")[0], boxes)
 
 
@@ -40,10 +40,11 @@ def test_what_a_killed_writer_left_is_removed_and_nothing_else(tmp_path):
     write_result(tmp_path, "t", 0, "seq", boxes)
     write_result(tmp_path, "t", 0, "seq1", boxes)
     folder = tmp_path / "results" / "t" / "default_000"
-    left = [".seq.txt.a1.tmp", ".seq_time.txt.b2.tmp", ".seq_confidence.txt.c3.tmp"]
-    others = [".seq1.txt.d4.tmp", ".seq1_time.txt.e5.tmp"]  # another sequence's writer
+    # the writer's temporary names; the last of ``left``, an earlier version's
+    left = [".seq.txt.a1.tmp.txt", ".seq_time.txt.b2.tmp.txt", ".seq_confidence.txt.c3.tmp"]
+    others = [".seq1.txt.d4.tmp.txt", ".seq1_time.txt.e5.tmp.txt"]  # another sequence's writer
     for name in left + others:
         (folder / name).write_text("partial")
     remove_unfinished(tmp_path, "t", 0, "seq")
-    assert sorted(p.name for p in folder.glob("*.tmp")) == sorted(others)
-    assert sorted(p.name for p in folder.glob("*.txt")) == ["seq.txt", "seq1.txt"]
+    assert sorted(p.name for p in folder.glob(".*.tmp*")) == sorted(others)
+    assert sorted(p.name for p in folder.glob("[!.]*.txt")) == ["seq.txt", "seq1.txt"]

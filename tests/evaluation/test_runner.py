@@ -85,7 +85,7 @@ def test_interrupted_evaluation_resumes_without_redoing(tmp_path):
         run_evaluation([spec], sequences, out, workers=0, progress=False)
     done_file = result_paths(out, "shift", 0, "seq2")[0]
     assert done_file.is_file() and not result_paths(out, "shift", 0, "seq3")[0].exists()
-    assert not list(done_file.parent.glob(".*tmp"))  # no partial files left behind
+    assert not list(done_file.parent.glob(".*.tmp*"))  # no partial files left behind
     stamp = done_file.stat().st_mtime_ns
     flag.unlink()
     summary = run_evaluation([spec], sequences, out, workers=0, progress=False)

@@ -92,3 +92,39 @@ def test_a_file_of_the_wrong_kind_is_one_line_and_keeps_the_record(tmp_path, cap
     assert head_scale.main(args) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert head_scale.read_record(record)[0]["value"] == "0.8000"
+
+
+def _sequence_folder(tmp_path, name, aucs, tracker="atom-iounet"):
+    folder = tmp_path / name
+    folder.mkdir()
+    sequences = {q: {"auc": auc, "op75": auc / 2} for q, auc in aucs.items()}
+    trackers = {tracker: {"overall": {}, "sequences": sequences}}
+    (folder / "metrics.json").write_text(json.dumps({"trackers": trackers}))
+    return folder
+
+
+def test_paired_differences_are_per_sequence_over_the_seeds(tmp_path):
+    # side a: two seeds averaging 0.7 and 0.5 on the two sequences; side b: 0.6 and 0.6
+    a = [
+        _sequence_folder(tmp_path, "a0", {"x": 0.8, "y": 0.4}),
+        _sequence_folder(tmp_path, "a1", {"x": 0.6, "y": 0.6}),
+    ]
+    b = [_sequence_folder(tmp_path, "b0", {"x": 0.6, "y": 0.6}, tracker="atom")]
+    got = head_scale.paired(a, "atom-iounet", b, "atom")
+    assert got["sequences"]["x"] == pytest.approx((70.0, 60.0))
+    assert got["mean_diff"] == pytest.approx(0.0)
+    # differences +10 and -10: standard deviation 10 * sqrt(2), over sqrt(2) sequences
+    assert got["se"] == pytest.approx(10.0)
+    assert got["better"] == 1
+    assert got["op75"] == pytest.approx((30.0, 30.0))
+
+
+def test_paired_refuses_sides_of_different_sequences(tmp_path, capsys):
+    a = _sequence_folder(tmp_path, "a", {"x": 0.5, "y": 0.5})
+    b = _sequence_folder(tmp_path, "b", {"x": 0.5, "z": 0.5})
+    args = ["paired", "--a", str(a), "--b", str(b), "--tracker", "atom-iounet"]
+    assert head_scale.main(args) == 2
+    assert capsys.readouterr().err.strip() == "error: the two sides do not hold the same sequences"
+    with pytest.raises(SystemExit):
+        head_scale.main(["paired", "--a", str(a), "--b", str(b)])
+    assert "--tracker" in capsys.readouterr().err

@@ -7,10 +7,11 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
-import os
 import platform
 import sys
 from pathlib import Path
+
+from ebmtrack.files import write_json_atomic
 
 __all__ = ["environment", "record_provenance", "read_provenance", "tracker_provenance"]
 
@@ -101,10 +102,7 @@ def record_provenance(out_dir: str | Path, name: str, tracker_info: dict) -> dic
     path = Path(out_dir) / "results" / name / "provenance.json"
     entries = read_provenance(out_dir, name)
     if entry not in entries:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps([*entries, entry], indent=1) + "\n")
-        tmp.replace(path)
+        write_json_atomic(path, [*entries, entry])
     return entry
 
 

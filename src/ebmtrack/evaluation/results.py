@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ebmtrack.data.datasets import read_boxes
+from ebmtrack.files import TEMPORARY_SUFFIX, new_file_mode, write_atomic
 from ebmtrack.tracking.base import target_presence
 
 PARAMETER_NAME = "default"
@@ -59,14 +60,8 @@ def remove_unfinished(
     box_path, time_path = result_paths(out_dir, tracker, run, sequence, parameter)
     scores_path = confidence_path(out_dir, tracker, run, sequence)
     for name in (box_path.name, time_path.name, scores_path.name):
-        for tmp in box_path.parent.glob(f".{glob.escape(name)}.*.tmp"):
+        for tmp in box_path.parent.glob(f".{glob.escape(name)}.*{TEMPORARY_SUFFIX}*"):
             tmp.unlink(missing_ok=True)
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 @contextlib.contextmanager
@@ -86,23 +81,18 @@ def _stops_held():
 
 
 def _write_atomic(path: Path, array: np.ndarray | str, fmt: str = "") -> None:
-    """Write to a temporary file, then rename it to ``path``, which gets the permissions of an
-    ordinary new file (0644 under the usual umask; ``mkstemp`` alone makes 0600). A stop
-    (SIGINT, SIGTERM) arriving meanwhile takes effect after the rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """:func:`~ebmtrack.files.write_atomic` of a string or a tab-separated table; a stop (SIGINT,
+    SIGTERM) arriving meanwhile takes effect after the rename."""
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w") as handle:
+            if isinstance(array, str):
+                handle.write(array)
+            else:
+                np.savetxt(handle, array, fmt=fmt, delimiter="\t")
+
     with _stops_held():
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            os.chmod(tmp, 0o666 & ~_umask())
-            with os.fdopen(fd, "w") as handle:
-                if isinstance(array, str):
-                    handle.write(array)
-                else:
-                    np.savetxt(handle, array, fmt=fmt, delimiter="\t")
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(path, write)
 
 
 def write_result(
@@ -207,7 +197,7 @@ def record_options(out_dir: str | Path, tracker: str, options: dict[str, str]) -
         with _stops_held():
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".options.", suffix=".tmp")
             try:
-                os.chmod(tmp, 0o666 & ~_umask())
+                os.chmod(tmp, new_file_mode())
                 with os.fdopen(fd, "w") as handle:
                     handle.write(json.dumps(options, indent=1) + "\n")
                 os.link(tmp, path)

@@ -11,7 +11,6 @@ execute.
 from __future__ import annotations
 
 import json
-import os
 import queue
 import signal
 import zlib
@@ -25,6 +24,7 @@ import torch
 from safetensors.torch import save_file
 from tqdm import tqdm
 
+from ebmtrack.files import write_atomic, write_text_atomic
 from ebmtrack.process import retain_freed_memory, torch_threads
 
 from .data import check_dataset
@@ -113,12 +113,6 @@ def planned_runs(config: StudyConfig) -> list[RunKey]:
     return keys
 
 
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
 def execute_run(
     key: RunKey,
     run_dir: Path,
@@ -142,8 +136,8 @@ def execute_run(
     result = {**asdict(key), "seed": key.seed, "seconds_per_epoch": seconds_per_epoch}
     result["kl"] = model_kl(model, key.dataset, grid_size)
     weights = {k: v.contiguous() for k, v in model.state_dict().items()}
-    _atomic_write(run_dir / f"{key.stem}.safetensors", lambda p: save_file(weights, str(p)))
-    _atomic_write(run_dir / f"{key.stem}.json", lambda p: p.write_text(json.dumps(result)))
+    write_atomic(run_dir / f"{key.stem}.safetensors", lambda p: save_file(weights, str(p)))
+    write_text_atomic(run_dir / f"{key.stem}.json", json.dumps(result))
     partial.unlink(missing_ok=True)
     return result
 

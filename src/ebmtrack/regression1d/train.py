@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -11,6 +10,7 @@ from pathlib import Path
 import torch
 
 from ebmtrack.ebm import get_loss
+from ebmtrack.files import write_atomic
 from ebmtrack.process import torch_threads
 
 from .data import sample_dataset
@@ -34,12 +34,6 @@ class TrainConfig:
     @property
     def spec(self) -> MethodSpec:
         return METHODS[self.method]
-
-
-def _save_state(path: Path, state: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
 
 
 def _load_state(path: Path, config: TrainConfig) -> dict | None:
@@ -101,17 +95,15 @@ def train_model(
                 optimizer.step()
             if checkpoint is not None and epoch + 1 < config.epochs:
                 seconds = past_seconds + time.perf_counter() - start
-                _save_state(
-                    checkpoint,
-                    {
-                        "config": asdict(config),
-                        "epoch": epoch + 1,
-                        "seconds": seconds,
-                        "model": model.state_dict(),
-                        "optimizer": optimizer.state_dict(),
-                        "generator": generator.get_state(),
-                    },
-                )
+                state = {
+                    "config": asdict(config),
+                    "epoch": epoch + 1,
+                    "seconds": seconds,
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "generator": generator.get_state(),
+                }
+                write_atomic(checkpoint, lambda tmp, state=state: torch.save(state, tmp))
             if on_epoch is not None:
                 on_epoch(epoch + 1)
     seconds = past_seconds + time.perf_counter() - start

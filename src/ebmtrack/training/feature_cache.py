@@ -34,6 +34,7 @@ from torch.utils.data import Dataset
 from tqdm import tqdm
 
 from ebmtrack.data.processing import AtomProcessing
+from ebmtrack.files import write_atomic
 from ebmtrack.ops.boxes import perturb_boxes
 
 from .box_regression import BoxRegressionModule
@@ -131,9 +132,8 @@ def build_chunked_cache(
         chunk_key = f"{key} {unit} {indices.start}-{indices.stop}"
         if _chunk_key(path) != chunk_key:
             chunk = encode(indices)
-            partial = path.with_suffix(".partial")
-            save_file(chunk, str(partial), metadata={"key": chunk_key})
-            partial.replace(path)
+            metadata = {"key": chunk_key}
+            write_atomic(path, lambda tmp, c=chunk, m=metadata: save_file(c, str(tmp), metadata=m))
         chunks.append(load_file(str(path)))
         bar.update(len(indices))
     bar.close()

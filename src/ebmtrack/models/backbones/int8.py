@@ -27,13 +27,14 @@ import inspect
 import json
 import logging
 import math
-import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from ebmtrack.files import write_atomic, write_json_atomic
 
 __all__ = [
     "RANGES_FORMAT",
@@ -122,17 +123,12 @@ def save_ranges(entries: Iterable[ActivationRanges], path: str | Path) -> Path:
     keys = [(e.backbone, e.weights_key) for e in entries]
     if len(set(keys)) != len(keys):
         raise ValueError(f"two entries for the same backbone weights in {keys}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     table = {
         "format": RANGES_FORMAT,
         "version": RANGES_VERSION,
         "entries": [e.to_json() for e in entries],
     }
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(table, indent=1) + "\n")
-    os.replace(tmp, path)
-    return path
+    return write_json_atomic(path, table)
 
 
 def load_ranges(path: str | Path) -> list[ActivationRanges]:
@@ -306,10 +302,8 @@ def quantize_backbone(
             calibrate_method=CalibrationMethod.MinMax,
             calibration_cache_path=str(cache),
         )
-        # Rename into place: concurrent processes never read half a file.
-        tmp_out = out_path.with_suffix(f".{os.getpid()}.tmp")
-        tmp_out.write_bytes(staged.read_bytes())
-        os.replace(tmp_out, out_path)
+        # Concurrent processes never read half a file.
+        write_atomic(out_path, lambda tmp: tmp.write_bytes(staged.read_bytes()))
     return out_path
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import io
-import os
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,6 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ebmtrack.files import write_atomic
 from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.backbones.int8 import ActivationRanges, find_ranges, quantize_backbone
 from ebmtrack.models.backbones.onnx_files import default_cache_dir, state_dict_sha256
@@ -149,10 +149,8 @@ class OnnxBackbone:
                 dynamic_axes={name: {0: "batch"} for name in ("images", *self.layers)},
                 opset_version=OPSET,
             )
-        # Write under a temporary name, then rename: concurrent processes never read half a file.
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(buffer.getvalue())
-        os.replace(tmp, path)
+        # Concurrent processes never read half a file.
+        write_atomic(path, lambda tmp: tmp.write_bytes(buffer.getvalue()))
 
     def session(self, height: int, width: int):
         """The ORT session for ``height`` x ``width`` inputs, exported on first use; one per
