@@ -52,6 +52,7 @@ NOT_RUN: dict[str, str] = {
     "--preset pack-cpu": "trains on the training pack for hours",
     "--preset dimp-pack-cpu": "trains on the training pack for hours",
     "--preset dimp-pack-clips": "trains on the training pack for about half an hour",
+    "--preset dimp-pack-stream": "trains on the training pack for hours",
     "ebmtrack export": "exports ONNX graphs: about a minute each, over the doc tests' time",
     "ebmtrack.lite.load(": "reads the export of the block above, which does not run here",
     "backbone_runtime=onnx": "exports the backbone to ONNX first (about a minute)",

@@ -144,6 +144,8 @@ PRESET_KEY_SHA256 = {
     "dimp-pack-cpu": "10a270844c7150c88742621dd1d3527045aefef2bb8e8fd7b7b230a741250247",
     "dimp-pack-clips": "6cbd30906f153a877bf8b0853fa50586d7d11fd25b8dbd2cd227fb99cccad94f",
     "pack-stream": "2ff26f76921156313d640d0ea8278f198d0a986a552f2eaeb42d92ff402fc431",
+    # dimp-pack-clips' samples, streamed instead of cached
+    "dimp-pack-stream": "6cbd30906f153a877bf8b0853fa50586d7d11fd25b8dbd2cd227fb99cccad94f",
 }
 
 KINDS = {
@@ -155,6 +157,7 @@ KINDS = {
     "dimp-cpu": DiMPExperiment,
     "dimp-pack-cpu": DiMPExperiment,
     "dimp-pack-clips": DiMPExperiment,
+    "dimp-pack-stream": DiMPExperiment,
 }
 
 
@@ -213,8 +216,8 @@ def test_the_pack_presets_keep_the_keys_of_their_existing_caches():
 def test_each_kind_has_only_its_own_settings():
     iou_net, dimp = setting_names(IoUNetExperiment), setting_names(DiMPExperiment)
     common = {"preset", "backbone", "pretrained", "backbone_weights", "data", "trainer"}
-    assert iou_net & dimp == common | {"feature_cache"}
-    own = {"head_width", "head_dims", "processing", "loss", "feature_stream", "head_windows"}
+    assert iou_net & dimp == common | {"feature_cache", "feature_stream"}
+    own = {"head_width", "head_dims", "processing", "loss", "head_windows"}
     assert iou_net - dimp == own
     assert dimp - iou_net == {"dimp"}
     assert (IoUNetExperiment.model_file, DiMPExperiment.model_file) == (

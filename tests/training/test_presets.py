@@ -19,6 +19,7 @@ FOLDERS = {  # the folder each preset reads, below the data root
     "pack-stream": ("pack", "train"),
     "dimp-pack-cpu": ("pack", "train"),
     "dimp-pack-clips": ("pack", "train"),
+    "dimp-pack-stream": ("pack", "train"),
 }
 
 

@@ -26,6 +26,8 @@ from ebmtrack.training.experiment import (
     experiment_from_dict,
     run_experiment,
 )
+from ebmtrack.training.feature_cache import FeatureCacheConfig
+from ebmtrack.training.feature_stream import FeatureStreamConfig, StreamedFrameSets
 from ebmtrack.training.presets import preset_config
 from ebmtrack.training.sources import DataConfig
 from ebmtrack.weights import dimp_classifier
@@ -120,6 +122,72 @@ def test_cached_module_gives_the_loss_of_the_image_module(tmp_path):
         from_cache, _ = cached(default_collate([CachedFrameSets(cache)[i] for i in range(3)]))
         from_images, _ = images(default_collate([samples[i] for i in range(3)]))
     torch.testing.assert_close(from_cache, from_images, rtol=2e-2, atol=1e-3)
+
+
+def stream_config():
+    """:func:`tiny_config` with every sample a fresh set of frames whose features the
+    DataLoader workers compute (in eager float32, exact on any CPU)."""
+    config = tiny_config()
+    config.feature_cache = FeatureCacheConfig()
+    config.feature_stream = FeatureStreamConfig(enabled=True, runtime="torch")
+    config.trainer.shuffle = False
+    return config
+
+
+def test_a_streamed_frame_set_is_its_processed_set_with_the_backbones_features():
+    config = stream_config()
+    module = config.build_module()
+    assert isinstance(module, CachedDiMPTrainingModule)
+    samples, _ = config.build_datasets(num_pairs=6)
+    streamed = StreamedFrameSets(samples, module.backbone, module.layer, runtime="torch")
+    item, frames = streamed[4], samples[4]
+    assert set(item) == {"train_feat", "test_feat", "train_boxes", "test_boxes"}
+    for which in ("train", "test"):
+        torch.testing.assert_close(item[f"{which}_boxes"], frames[f"{which}_boxes"], rtol=0, atol=0)
+        assert item[f"{which}_feat"].dtype == torch.float16
+        expected = module.features(frames[f"{which}_images"])
+        torch.testing.assert_close(item[f"{which}_feat"].float(), expected, rtol=2e-3, atol=2e-3)
+    # The streamed loss is the image module's on the same sets (features stored as float16).
+    config.feature_stream = FeatureStreamConfig()
+    images = config.build_module().eval()
+    with torch.no_grad():
+        from_stream, _ = module.eval()(default_collate([streamed[i] for i in range(3)]))
+        from_images, _ = images(default_collate([samples[i] for i in range(3)]))
+    torch.testing.assert_close(from_stream, from_images, rtol=2e-2, atol=1e-3)
+
+
+def test_a_dimp_stream_draws_whole_sets_and_not_with_the_cache():
+    config = stream_config()
+    with pytest.raises(ValueError, match="tests_per_reference .* must be 1, got 2"):
+        DiMPExperiment(feature_stream=FeatureStreamConfig(enabled=True, tests_per_reference=2))
+    with pytest.raises(ValueError, match="enable feature_stream or feature_cache, not both"):
+        DiMPExperiment(
+            feature_stream=config.feature_stream, feature_cache=FeatureCacheConfig(enabled=True)
+        )
+    stream = preset_config("dimp-pack-stream")
+    assert stream.feature_stream.enabled and stream.feature_stream.runtime == "onnx"
+    assert not stream.feature_cache.enabled and not stream.trainer.shuffle
+    clips = preset_config("dimp-pack-clips")
+    assert (stream.data, stream.dimp) == (clips.data, clips.dimp)  # the same samples, fresh
+
+
+@pytest.mark.slow
+def test_a_streamed_dimp_run_sees_distinct_sets_and_resumes_with_the_same_weights(tmp_path):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        full = run_experiment(stream_config(), tmp_path / "full")
+        run_experiment(stream_config(), tmp_path / "cut", stop_after_epoch=1)
+        resumed = run_experiment(stream_config(), tmp_path / "cut", resume=True)
+    finally:
+        torch.set_num_threads(threads)
+    assert [r.train["pairs_seen"] for r in full] == [8, 16, 24]  # 3 epochs of 8 fresh sets
+    assert resumed[-1].val["loss"] == full[-1].val["loss"]
+    name = stream_config().model_file
+    first = load_file(str(tmp_path / "full" / name))
+    second = load_file(str(tmp_path / "cut" / name))
+    for key in first:
+        assert torch.equal(first[key], second[key]), key
 
 
 @pytest.mark.slow

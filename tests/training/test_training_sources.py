@@ -30,6 +30,7 @@ PRESET_SOURCES = {
     "pack-stream": PackSource,
     "dimp-pack-cpu": PackSource,
     "dimp-pack-clips": PackSource,
+    "dimp-pack-stream": PackSource,
 }
 
 

@@ -45,6 +45,8 @@ def add_parser(subparsers) -> None:
         "every sample a fresh pair with worker-made int8 features: the long run; the recipe "
         "of atom-iounet's head), dimp-pack-cpu (DiMP's target classifier, pack-cpu's data), "
         "dimp-pack-clips (the same on the whole pack: the recipe of the shipped classifier), "
+        "dimp-pack-stream (the same classifier, every sample a fresh set of frames with "
+        "worker-made features), "
         "default-cpu and dimp-cpu (pack-cpu and dimp-pack-cpu on sequences/ below the data "
         "root: the test sequences less a held-out fold, the recipes of the models shipped "
         "until 5 Dec 2026). The data root is $EBMTRACK_DATA, default ../shared/data",

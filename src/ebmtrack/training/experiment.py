@@ -58,7 +58,7 @@ from .feature_cache import (
     FeatureCacheConfig,
     build_feature_cache,
 )
-from .feature_stream import FeatureStreamConfig
+from .feature_stream import FeatureStreamConfig, StreamedFrameSets, StreamedPairs
 from .sources import SOURCES, DataConfig, data_source
 from .sources.features import CachedFeatures, ImageSamples, StreamedFeatures
 from .trainer import EpochResult, Trainer
@@ -87,6 +87,8 @@ class Experiment(ABC):
         trainer: the training loop.
         feature_cache: compute the frozen backbone's features once per sample
             (:mod:`ebmtrack.training.feature_cache`).
+        feature_stream: every sample a fresh one whose features the DataLoader workers compute
+            (:mod:`ebmtrack.training.feature_stream`); not with ``feature_cache``.
     """
 
     preset: str = ""
@@ -97,12 +99,22 @@ class Experiment(ABC):
     data: DataConfig = field(default_factory=lambda: DataConfig(source="datasets"))
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     feature_cache: FeatureCacheConfig = field(default_factory=FeatureCacheConfig)
+    feature_stream: FeatureStreamConfig = field(default_factory=FeatureStreamConfig)
 
     model_file: ClassVar[str]
     """The trained model's file that :func:`run_experiment` writes into the run folder."""
     validates_untrained: ClassVar[bool] = False
     """Whether a fresh run with validation data first validates the untrained model into
     :data:`UNTRAINED_VAL_FILE` (the baseline of the curve)."""
+
+    def __post_init__(self) -> None:
+        if self.feature_stream.enabled and self.feature_cache.enabled:
+            raise ValueError("enable feature_stream or feature_cache, not both")
+
+    @property
+    def precomputed(self) -> bool:
+        """Whether the module reads features (cached or streamed) rather than images."""
+        return self.feature_cache.enabled or self.feature_stream.enabled
 
     def build_module(self) -> nn.Module:
         """Frozen backbone + freshly initialized model + loss (reading precomputed features when
@@ -136,7 +148,10 @@ class Experiment(ABC):
 
     def feature_source(self) -> ImageSamples | CachedFeatures | StreamedFeatures:
         """The route of the samples to the module (:mod:`ebmtrack.training.sources.features`):
-        the feature cache where ``feature_cache.enabled``, else the images."""
+        the feature stream where ``feature_stream.enabled``, the feature cache where
+        ``feature_cache.enabled``, else the images."""
+        if self.feature_stream.enabled:
+            return StreamedFeatures()
         if self.feature_cache.enabled:
             return CachedFeatures(self.feature_cache)
         return ImageSamples()
@@ -176,9 +191,8 @@ class Experiment(ABC):
         device = self.trainer.device
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        stream = getattr(self, "feature_stream", None)
-        if stream is not None and stream.enabled:
-            backbone = f"backbone {stream.runtime} in the data workers"
+        if self.feature_stream.enabled:
+            backbone = f"backbone {self.feature_stream.runtime} in the data workers"
         elif isinstance(self.feature_source(), ImageSamples):
             backbone = "backbone eager float32"
         else:
@@ -189,6 +203,11 @@ class Experiment(ABC):
             head = "bfloat16 autocast" if self.trainer.cpu_bf16 else "float32"
         trained_on = f"torch {torch.__version__.split('+')[0]}, {device}: {backbone}, head {head}"
         return backbone_provenance(module.backbone, origin, trained_on)
+
+    @abstractmethod
+    def streamed_samples(self, samples: Dataset, module: nn.Module, training: bool) -> Dataset:
+        """``samples`` with their images replaced by backbone features computed where they are
+        read (in the DataLoader workers), as ``feature_stream`` says."""
 
     @abstractmethod
     def trained_model(self, module: nn.Module) -> nn.Module:
@@ -232,8 +251,6 @@ class IoUNetExperiment(Experiment):
             (``for_backbone``'s are 256 * ``head_width``).
         processing: crops, jitter and proposals of a pair.
         loss: the box loss.
-        feature_stream: fresh pairs whose features the DataLoader workers compute
-            (:mod:`ebmtrack.training.feature_stream`); not with ``feature_cache``.
         head_windows: the head's branches run on the feature windows its boxes read
             (:class:`~ebmtrack.training.box_regression.BoxRegressionModule`'s ``windows``).
     """
@@ -244,14 +261,9 @@ class IoUNetExperiment(Experiment):
     head_dims: int = 256
     processing: AtomProcessing = field(default_factory=AtomProcessing)
     loss: BoxLossConfig = field(default_factory=BoxLossConfig)
-    feature_stream: FeatureStreamConfig = field(default_factory=FeatureStreamConfig)
     head_windows: bool = False
 
     model_file: ClassVar[str] = "iou_net.safetensors"
-
-    def __post_init__(self) -> None:
-        if self.feature_stream.enabled and self.feature_cache.enabled:
-            raise ValueError("enable feature_stream or feature_cache, not both")
 
     def _build_module(self, backbone) -> BoxRegressionModule:
         from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
@@ -262,8 +274,7 @@ class IoUNetExperiment(Experiment):
             pred_input_dim=dims,
             pred_inter_dim=dims,
         )
-        precomputed = self.feature_cache.enabled or self.feature_stream.enabled
-        module_type = CachedBoxRegressionModule if precomputed else BoxRegressionModule
+        module_type = CachedBoxRegressionModule if self.precomputed else BoxRegressionModule
         return module_type(
             backbone, AtomIoUNet(head), self.loss, backbone.default_layers, self.head_windows
         )
@@ -280,12 +291,6 @@ class IoUNetExperiment(Experiment):
             seed=seed,
         )
 
-    def feature_source(self) -> ImageSamples | CachedFeatures | StreamedFeatures:
-        """The feature stream where ``feature_stream.enabled``, else :class:`Experiment`'s."""
-        if self.feature_stream.enabled:
-            return StreamedFeatures(self.feature_stream)
-        return super().feature_source()
-
     def cache_key(self) -> str:
         # The key of the box head's caches made before DiMP experiments existed: the backbone,
         # the crops and the data, and the head's sizes (though the features do not depend on
@@ -300,6 +305,14 @@ class IoUNetExperiment(Experiment):
             num = trainer.epochs * (trainer.samples_per_epoch or trainer.batch_size)
             return CachedPairs(cache, self.processing, num, trainer.seed)
         return CachedPairs(cache, self.processing, len(samples), trainer.seed + 1)
+
+    def streamed_samples(self, samples, module, training) -> Dataset:
+        stream = self.feature_stream
+        grouped = stream.tests_per_reference if training else 1  # validation: independent
+        options = {"runtime": stream.runtime, "threads": stream.threads}
+        return StreamedPairs(
+            samples, module.backbone, module.layers, **options, tests_per_reference=grouped
+        )
 
     def trained_model(self, module) -> nn.Module:
         return module.iou_net
@@ -322,6 +335,14 @@ class DiMPExperiment(Experiment):
     model_file: ClassVar[str] = "dimp_classifier.safetensors"
     validates_untrained: ClassVar[bool] = True
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.feature_stream.enabled and self.feature_stream.tests_per_reference != 1:
+            raise ValueError(
+                "feature_stream.tests_per_reference groups box-head pairs; a DiMP frame set "
+                f"is drawn whole: it must be 1, got {self.feature_stream.tests_per_reference}"
+            )
+
     def _build_module(self, backbone) -> DiMPTrainingModule:
         from ebmtrack.models.dimp import DiMPClassifier, DiMPConfig
 
@@ -333,7 +354,7 @@ class DiMPExperiment(Experiment):
                 backbone.feature_info[backbone.classifier_layer].stride
             ),
         )
-        module_type = CachedDiMPTrainingModule if self.feature_cache.enabled else DiMPTrainingModule
+        module_type = CachedDiMPTrainingModule if self.precomputed else DiMPTrainingModule
         return module_type(backbone, DiMPClassifier(classifier_config), settings)
 
     def _samples(self, datasets, weights, seed, num) -> Dataset:
@@ -361,6 +382,11 @@ class DiMPExperiment(Experiment):
 
     def cached_samples(self, samples, module, folder, options, training) -> Dataset:
         return CachedFrameSets(build_frame_set_cache(samples, module, folder, **options))
+
+    def streamed_samples(self, samples, module, training) -> Dataset:
+        stream = self.feature_stream
+        options = {"runtime": stream.runtime, "threads": stream.threads}
+        return StreamedFrameSets(samples, module.backbone, module.layer, **options)
 
     def trained_model(self, module) -> nn.Module:
         return module.classifier

@@ -1,5 +1,6 @@
 """Fresh training pairs with their backbone features, made by DataLoader workers: the sample
-engine of the box head.
+engine of the box head (:class:`StreamedPairs`) and of DiMP's classifier
+(:class:`StreamedFrameSets`, the same for sets of frames).
 
 A head trained on a frozen backbone needs the backbone's features of every crop it sees. The
 feature cache (:mod:`ebmtrack.training.feature_cache`) computes them once for a fixed set of
@@ -89,7 +90,42 @@ def stream_extractor(
     return extract
 
 
-class StreamedPairs(Dataset):
+class _BackboneInWorkers(Dataset):
+    """Samples whose crops go through ``backbone``'s ``layers`` in ``runtime`` where they are
+    read. The runtime is created on first use in each process (an ONNX Runtime session cannot
+    cross a fork), with ``threads`` intra-op threads."""
+
+    def __init__(
+        self,
+        samples: Dataset,
+        backbone: torch.nn.Module,
+        layers: tuple[str, ...],
+        runtime: str,
+        threads: int,
+        tests_per_reference: int = 1,
+    ) -> None:
+        FeatureStreamConfig(
+            enabled=True, runtime=runtime, threads=threads, tests_per_reference=tests_per_reference
+        )  # validates
+        self.samples = samples
+        self.backbone = backbone.eval()
+        self.layers = tuple(layers)
+        self.runtime = runtime
+        self.threads = int(threads)
+        self._extract: Callable | None = None
+        self._owner: int | None = None
+
+    def _extractor(self) -> Callable[[Tensor], dict[str, Tensor]]:
+        if self._extract is None or self._owner != os.getpid():
+            self._extract = stream_extractor(self.backbone, self.layers, self.runtime, self.threads)
+            self._owner = os.getpid()
+        return self._extract
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+
+class StreamedPairs(_BackboneInWorkers):
     """Processed pairs (``samples[i]``) with their images replaced by backbone features.
 
     Item ``i``: ``ref_feat0``, ``ref_feat1``, ``test_feat0``, ``test_feat1`` (C, H, W) float16
@@ -121,29 +157,11 @@ class StreamedPairs(Dataset):
         threads: int = 1,
         tests_per_reference: int = 1,
     ) -> None:
-        FeatureStreamConfig(
-            enabled=True, runtime=runtime, threads=threads, tests_per_reference=tests_per_reference
-        )  # validates
+        super().__init__(samples, backbone, layers, runtime, threads, tests_per_reference)
         if tests_per_reference > 1 and not hasattr(samples, "group"):
             raise ValueError(f"tests_per_reference > 1 needs samples with group(), not {samples}")
-        self.samples = samples
-        self.backbone = backbone.eval()
-        self.layers = tuple(layers)
-        self.runtime = runtime
-        self.threads = int(threads)
         self.tests_per_reference = int(tests_per_reference)
-        self._extract: Callable | None = None
-        self._owner: int | None = None
         self._group: tuple[int, list[dict[str, Tensor]]] | None = None
-
-    def _extractor(self) -> Callable[[Tensor], dict[str, Tensor]]:
-        if self._extract is None or self._owner != os.getpid():
-            self._extract = stream_extractor(self.backbone, self.layers, self.runtime, self.threads)
-            self._owner = os.getpid()
-        return self._extract
-
-    def __len__(self) -> int:
-        return len(self.samples)
 
     def _with_features(self, items: list[dict[str, Tensor]]) -> list[dict[str, Tensor]]:
         """Items of one reference (all share its ``ref_image``) with their images replaced by
@@ -174,3 +192,50 @@ class StreamedPairs(Dataset):
         if missing:
             raise ValueError(f"samples[{index}] lacks {missing}")
         return item
+
+
+class StreamedFrameSets(_BackboneInWorkers):
+    """Processed frame sets (``samples[i]``: DiMP's N training and M test crops) with their
+    images replaced by the backbone's features of one layer.
+
+    Item ``i``: ``train_feat`` (N, C, H, W) and ``test_feat`` (M, C, H, W) float16,
+    ``train_boxes`` (N, 4) and ``test_boxes`` (M, 4): the keys of a
+    :class:`~ebmtrack.training.dimp.CachedFrameSets` item, what
+    :class:`~ebmtrack.training.dimp.CachedDiMPTrainingModule` trains on. The N + M crops go
+    through the backbone in one batch.
+
+    Args:
+        samples: e.g. a :class:`~ebmtrack.data.sampler.TrackingFrameSets` with a
+            :class:`~ebmtrack.data.processing.DiMPProcessing`.
+        backbone: the frozen backbone (eval mode).
+        layer: the layer the classifier reads (the backbone's ``classifier_layer``).
+        runtime: see :class:`FeatureStreamConfig`; a DiMP tracker runs its backbone in ``onnx``
+            (float32) by default.
+        threads: backbone threads per process.
+    """
+
+    def __init__(
+        self,
+        samples: Dataset,
+        backbone: torch.nn.Module,
+        layer: str,
+        runtime: str = "onnx",
+        threads: int = 1,
+    ) -> None:
+        super().__init__(samples, backbone, (layer,), runtime, threads)
+        self.layer = layer
+
+    def __getitem__(self, index: int) -> dict[str, Tensor]:
+        item = self.samples[index]
+        missing = sorted({"train_images", "test_images", "train_boxes", "test_boxes"} - set(item))
+        if missing:
+            raise ValueError(f"samples[{index}] lacks {missing}")
+        num_train = item["train_images"].shape[0]
+        images = torch.cat([item["train_images"], item["test_images"]])
+        feat = self._extractor()(images)[self.layer].to(torch.float16)
+        return {
+            "train_feat": feat[:num_train].contiguous(),
+            "test_feat": feat[num_train:].contiguous(),
+            "train_boxes": item["train_boxes"],
+            "test_boxes": item["test_boxes"],
+        }

@@ -10,7 +10,8 @@
 - :mod:`~ebmtrack.training.presets.pack`: ``pack-cpu`` and ``dimp-pack-cpu`` (the same two on the
   training pack), ``pack-stream`` (``pack-cpu``'s head on the whole pack, every sample a fresh
   pair with worker-made int8 features: the recipe of ``atom-iounet``'s shipped head) and
-  ``dimp-pack-clips`` (DiMP's classifier on the whole pack: the recipe of the shipped one).
+  ``dimp-pack-clips`` (DiMP's classifier on the whole pack: the recipe of the shipped one) and
+  ``dimp-pack-stream`` (the same classifier with the sample engine: fresh sets of frames).
 
 The presets' data lives below the data root (:mod:`~ebmtrack.training.presets.root`:
 ``$EBMTRACK_DATA``, else :data:`DEFAULT_DATA_ROOT`, the shared data beside the repository).
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from ..experiment import Experiment
 from .atom import atom_r18, synthetic_smoke
 from .default_cpu import DEFAULT_HOLDOUT, default_cpu, dimp_cpu
-from .pack import dimp_pack_clips, dimp_pack_cpu, pack_cpu, pack_stream
+from .pack import dimp_pack_clips, dimp_pack_cpu, dimp_pack_stream, pack_cpu, pack_stream
 from .root import DATA_ROOT_ENV, DEFAULT_DATA_ROOT, data_path, data_root
 
 PRESETS: dict[str, Callable[[], Experiment]] = {
@@ -35,6 +36,7 @@ PRESETS: dict[str, Callable[[], Experiment]] = {
     "pack-stream": pack_stream,
     "dimp-pack-cpu": dimp_pack_cpu,
     "dimp-pack-clips": dimp_pack_clips,
+    "dimp-pack-stream": dimp_pack_stream,
 }
 """The function that makes each preset's config."""
 

@@ -1,5 +1,5 @@
 """The presets on the training pack (``train/`` below the data root): ``pack-cpu``,
-``pack-stream``, ``dimp-pack-cpu`` and ``dimp-pack-clips``.
+``pack-stream``, ``dimp-pack-cpu``, ``dimp-pack-clips`` and ``dimp-pack-stream``.
 
 The pack's data itself (its parts, ``PACK_HOLDOUT``, ``pack_sources``) is
 :mod:`ebmtrack.training.sources.pack`.
@@ -20,6 +20,7 @@ from .root import data_path
 __all__ = [
     "dimp_pack_clips",
     "dimp_pack_cpu",
+    "dimp_pack_stream",
     "pack_cpu",
     "pack_data",
     "pack_folder",
@@ -94,5 +95,27 @@ def dimp_pack_clips() -> DiMPExperiment:
         feature_cache=dataclasses.replace(base.feature_cache, train_pairs=2048),
         trainer=dataclasses.replace(
             base.trainer, epochs=3, samples_per_epoch=2048, lr_step_epochs=2
+        ),
+    )
+
+
+def dimp_pack_stream() -> DiMPExperiment:
+    """``dimp-pack-clips``'s classifier with the sample engine: every sample a fresh set of
+    3 + 3 frames of the whole pack whose backbone features a DataLoader worker computes, in ONNX
+    Runtime float32 (the DiMP trackers' default backbone path): 20 epochs of 2048 distinct sets,
+    20 times the distinct sets ``dimp-pack-clips`` sees."""
+    base = dimp_pack_clips()
+    return dataclasses.replace(
+        base,
+        preset="dimp-pack-stream",
+        feature_cache=FeatureCacheConfig(),
+        feature_stream=FeatureStreamConfig(enabled=True, runtime="onnx"),
+        trainer=dataclasses.replace(
+            base.trainer,
+            epochs=20,
+            samples_per_epoch=2048,
+            lr_step_epochs=15,
+            num_workers=1,
+            shuffle=False,  # every index a distinct draw (feature_stream)
         ),
     )

@@ -17,7 +17,6 @@ from torch.utils.data import Dataset
 
 from ..distributed import DistributedContext
 from ..feature_cache import FeatureCacheConfig
-from ..feature_stream import FeatureStreamConfig, StreamedPairs
 
 
 class Experiment(Protocol):
@@ -33,6 +32,8 @@ class Experiment(Protocol):
     def cached_samples(
         self, samples: Dataset, module: nn.Module, folder: Path, options: dict, training: bool
     ) -> Dataset: ...
+
+    def streamed_samples(self, samples: Dataset, module: nn.Module, training: bool) -> Dataset: ...
 
 FEATURES_FOLDER = "features"
 """The feature cache's folder inside the run folder, unless ``feature_cache.folder`` names one."""
@@ -86,19 +87,13 @@ class CachedFeatures:
 
 
 class StreamedFeatures:
-    """Every sample a fresh pair whose backbone features a DataLoader worker computes
-    (:mod:`ebmtrack.training.feature_stream`); the module reads features, never images."""
-
-    def __init__(self, config: FeatureStreamConfig) -> None:
-        self.config = config
+    """Every sample a fresh one (a pair, or DiMP's set of frames) whose backbone features a
+    DataLoader worker computes (:mod:`ebmtrack.training.feature_stream`); the module reads
+    features, never images."""
 
     def datasets(
         self, experiment: Experiment, module: nn.Module, run_dir: Path, context: DistributedContext
     ) -> tuple[Dataset, Dataset | None]:
-        stream = self.config
         train, val = experiment.build_datasets()
-        options = {"layers": module.layers, "runtime": stream.runtime, "threads": stream.threads}
-        grouped = StreamedPairs(
-            train, module.backbone, **options, tests_per_reference=stream.tests_per_reference
-        )
-        return grouped, None if val is None else StreamedPairs(val, module.backbone, **options)
+        train = experiment.streamed_samples(train, module, training=True)
+        return train, None if val is None else experiment.streamed_samples(val, module, False)
