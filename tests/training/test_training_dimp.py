@@ -171,16 +171,25 @@ def test_a_dimp_stream_draws_whole_sets_and_not_with_the_cache():
     assert (stream.data, stream.dimp) == (clips.data, clips.dimp)  # the same samples, fresh
 
 
-@pytest.mark.slow
-def test_a_streamed_dimp_run_sees_distinct_sets_and_resumes_with_the_same_weights(tmp_path):
+def full_cut_and_resumed(make_config, tmp_path):
+    """The epoch results of a whole run, of the same run stopped after epoch 1, and of its
+    resumption (one thread, as in a fresh process): folders ``full`` and ``cut``."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        full = run_experiment(stream_config(), tmp_path / "full")
-        run_experiment(stream_config(), tmp_path / "cut", stop_after_epoch=1)
-        resumed = run_experiment(stream_config(), tmp_path / "cut", resume=True)
+        full = run_experiment(make_config(), tmp_path / "full")
+        cut = run_experiment(make_config(), tmp_path / "cut", stop_after_epoch=1)
+        assert not (tmp_path / "cut" / make_config().model_file).exists()  # written at the end
+        torch.manual_seed(777)  # as if in a new process
+        resumed = run_experiment(make_config(), tmp_path / "cut", resume=True)
     finally:
         torch.set_num_threads(threads)
+    return full, cut, resumed
+
+
+@pytest.mark.slow
+def test_a_streamed_dimp_run_sees_distinct_sets_and_resumes_with_the_same_weights(tmp_path):
+    full, _, resumed = full_cut_and_resumed(stream_config, tmp_path)
     assert [r.train["pairs_seen"] for r in full] == [8, 16, 24]  # 3 epochs of 8 fresh sets
     assert resumed[-1].val["loss"] == full[-1].val["loss"]
     name = stream_config().model_file
@@ -192,18 +201,10 @@ def test_a_streamed_dimp_run_sees_distinct_sets_and_resumes_with_the_same_weight
 
 @pytest.mark.slow
 def test_dimp_training_resumed_after_a_stop_matches_the_uninterrupted_run(tmp_path):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        full = run_experiment(tiny_config(), tmp_path / "full")
-        cut = run_experiment(tiny_config(), tmp_path / "cut", stop_after_epoch=1)
-        assert [r.epoch for r in cut] == [1]
-        name = tiny_config().model_file
-        assert name == "dimp_classifier.safetensors" and not (tmp_path / "cut" / name).exists()
-        torch.manual_seed(777)  # as if in a new process
-        resumed = run_experiment(tiny_config(), tmp_path / "cut", resume=True)
-    finally:
-        torch.set_num_threads(threads)
+    full, cut, resumed = full_cut_and_resumed(tiny_config, tmp_path)
+    assert [r.epoch for r in cut] == [1]
+    name = tiny_config().model_file
+    assert name == "dimp_classifier.safetensors"
     assert [r.epoch for r in full] == [1, 2, 3] and [r.epoch for r in resumed] == [2, 3]
     assert resumed[-1].val["loss"] == full[-1].val["loss"]
     untrained = json.loads((tmp_path / "full" / UNTRAINED_VAL_FILE).read_text())
