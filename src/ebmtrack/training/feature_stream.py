@@ -102,11 +102,8 @@ class _BackboneInWorkers(Dataset):
         layers: tuple[str, ...],
         runtime: str,
         threads: int,
-        tests_per_reference: int = 1,
     ) -> None:
-        FeatureStreamConfig(
-            enabled=True, runtime=runtime, threads=threads, tests_per_reference=tests_per_reference
-        )  # validates
+        FeatureStreamConfig(enabled=True, runtime=runtime, threads=threads)  # validates
         self.samples = samples
         self.backbone = backbone.eval()
         self.layers = tuple(layers)
@@ -157,7 +154,8 @@ class StreamedPairs(_BackboneInWorkers):
         threads: int = 1,
         tests_per_reference: int = 1,
     ) -> None:
-        super().__init__(samples, backbone, layers, runtime, threads, tests_per_reference)
+        FeatureStreamConfig(tests_per_reference=tests_per_reference)  # validates
+        super().__init__(samples, backbone, layers, runtime, threads)
         if tests_per_reference > 1 and not hasattr(samples, "group"):
             raise ValueError(f"tests_per_reference > 1 needs samples with group(), not {samples}")
         self.tests_per_reference = int(tests_per_reference)
