@@ -1,16 +1,20 @@
 """Fault injection: ``eval`` and ``train`` stopped by SIGINT (Ctrl-C, sent to the whole process
 group) or SIGTERM (``kill``, ``timeout``, job schedulers: the command alone) at random points,
 then run again until they finish. Each stop is one line and exit 130 / 143, leaves no process
-behind, and the final results equal those of a run that was never stopped."""
+behind, and the final results equal those of a run that was never stopped. A SIGTERM to the whole
+group of a training run with a data worker (the worker signalled first) is one line too."""
 
 from __future__ import annotations
 
 import csv
+import os
 import random
 import signal
+import subprocess
+import time
 
 import pytest
-from cli_helpers import ebmtrack, generated_sequences, interrupt
+from cli_helpers import EBMTRACK, QUIET, ebmtrack, generated_sequences, interrupt, live_processes
 from safetensors.numpy import load_file
 
 STOPS = [(signal.SIGINT, 1), (signal.SIGTERM, 2)]
@@ -146,3 +150,42 @@ def test_train_stopped_and_resumed_equals_an_uninterrupted_run(train_reference, 
     assert [row[:2] for row in _losses(out)] == [row[:2] for row in _losses(root / "reference")]
     for (_, _, a), (_, _, b) in zip(_losses(out), _losses(root / "reference")):
         assert abs(a - b) <= 1e-6
+
+
+@pytest.mark.slow
+def test_train_stopped_with_its_worker_says_one_line(tmp_path):
+    # A SIGTERM to the whole process group (`kill -- -PGID`, service managers) reaches the
+    # DataLoader worker too, here first: the worker leaves it to the training process, which
+    # stops at its checkpoint and shuts the worker down (a worker killed under it would make
+    # the training process fail with a traceback).
+    out = tmp_path / "run"
+    args = ["train", "--out", out, *TRAIN, "--samples-per-epoch", "512"]
+    process = subprocess.Popen(
+        [*EBMTRACK, *map(str, [*args, "--set", "trainer.num_workers=1"])],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=QUIET,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while len(live_processes(process.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = [int(pid) for pid in live_processes(process.pid) if int(pid) != process.pid]
+    assert workers, "the training run started no worker"
+    time.sleep(0.5)
+    for pid in workers:
+        os.kill(pid, signal.SIGTERM)
+    time.sleep(0.5)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=300)
+    time.sleep(0.5)
+    left = live_processes(process.pid)
+    if left:
+        os.killpg(process.pid, signal.SIGKILL)
+    assert left == []
+    assert process.returncode == EXIT[signal.SIGTERM], err
+    assert err.strip().splitlines() == [
+        f"ebmtrack train: {WORDS[signal.SIGTERM]}; the last complete checkpoint is kept in "
+        f"{out}; add --resume to continue"
+    ]

@@ -118,17 +118,20 @@ def test_auto_runs_int8_for_the_classifier_alone_or_a_head_trained_on_int8_featu
     from ebmtrack.models.serialization import trained_features
 
     alone = create_tracker("atom", precision="float32", search_size=96)
-    gated = create_tracker("atom-polished", precision="float32", search_size=96)
-    assert gated.backbone_runtime == "onnx"  # its head read float32 features
     expected = "onnx-int8" if int8_available(alone.backbone) else "onnx"
     assert alone.backbone_runtime == expected
-    # The same head, its header saying it was trained on the data workers' int8 features.
+    # The pack head was trained on the data workers' int8 features: auto keeps them.
+    assert trained_features(pack_box_head()) == "onnx-int8"
+    streamed = create_tracker("atom-polished", precision="float32", search_size=96)
+    assert streamed.backbone_runtime == expected
+    # The same head, its header saying it was trained on eager float32 features.
     with safe_open(str(pack_box_head()), "pt") as handle:
         metadata = handle.metadata()
-    assert trained_features(pack_box_head()) == "float32"
-    metadata["trained_on"] = "torch 2.13.0, cpu: backbone onnx-int8 in the data workers"
-    int8_head = tmp_path / "head.safetensors"
-    save_file(load_file(str(pack_box_head())), str(int8_head), metadata=metadata)
-    assert trained_features(int8_head) == "onnx-int8"
-    streamed = create_tracker("atom-polished", weights=int8_head, precision="float32")
-    assert streamed.backbone_runtime == expected
+    metadata["trained_on"] = "cpu: backbone eager float32, head float32"
+    float32_head = tmp_path / "head.safetensors"
+    save_file(load_file(str(pack_box_head())), str(float32_head), metadata=metadata)
+    assert trained_features(float32_head) == "float32"
+    cached = create_tracker(
+        "atom-polished", weights=float32_head, precision="float32", search_size=96
+    )
+    assert cached.backbone_runtime == "onnx"  # its head read float32 features

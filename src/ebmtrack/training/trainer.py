@@ -22,6 +22,7 @@ exactly what the uninterrupted run did after epoch ``k``.
 from __future__ import annotations
 
 import math
+import signal
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -80,9 +81,14 @@ def to_device(batch: Any, device: torch.device) -> Any:
     return batch
 
 
-def _seed_worker(worker_id: int) -> None:
+def _init_worker(worker_id: int) -> None:
     # DataLoader seeds torch and random in each worker; NumPy must follow for datasets using it.
     np.random.seed(torch.initial_seed() % 2**32)  # noqa: NPY002
+    # Ctrl-C and a SIGTERM sent to the whole process group are the training process's to
+    # handle: it stops at its checkpoint and shuts its workers down. A worker killed by the
+    # signal first would make that shutdown raise (a traceback after the one-line message).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 class Trainer:
@@ -208,7 +214,7 @@ class Trainer:
             num_workers=self.config.num_workers,
             collate_fn=self.collate_fn,
             pin_memory=self.device.type == "cuda",
-            worker_init_fn=_seed_worker,
+            worker_init_fn=_init_worker,
         )
 
     def _reduced_stats(self, loss: torch.Tensor, stats: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -86,7 +86,7 @@ SHIPPED: tuple[ShippedFile, ...] = (
         "mobilenetv2",
         "pack",
         "iou_net_pack_mobilenetv2.safetensors",
-        "13bf744c539c10f9763e204d7dfead61ab05ce18e78e688e7aad157fe40b62e1",
+        "37aa45f14316e50f47b15d81be8c8c7e34114bb36737492a675ea0057c2a53f5",
     ),
     ShippedFile(
         "dimp-classifier",
@@ -102,7 +102,7 @@ SHIPPED: tuple[ShippedFile, ...] = (
         "mobilenetv2",
         DEFAULT_TAG,
         "confidence_mobilenetv2.json",
-        "cd9aaa281c44b2612e4063bd4b19f5ddf3dc36576e4635f87dd0b3ad8f58d095",
+        "8f8cfe9e111c2ffcdbd8f2f046bfe71bd31d6b9e8d0a090afa660a0db0968439",
     ),
     # The activation ranges of the int8 backbone (backbone_runtime="onnx-int8").
     ShippedFile("int8-ranges", "mobilenetv2", DEFAULT_TAG, "int8_ranges.json"),
