@@ -93,7 +93,7 @@ SHIPPED: tuple[ShippedFile, ...] = (
         "mobilenetv2",
         DEFAULT_TAG,
         "dimp_classifier_mobilenetv2.safetensors",
-        "aad32ee0651580916b8f4120a489fa2f6da87d25ac0e66d284f2ee3f4ff2ed0c",
+        "dc7d3ee1782a5e2250cb314c60f398e11719c35feed3521075ca9f7cbbbcfd70",
     ),
     # The confidence calibrators of atom and dimp-nce+ (python studies/confidence.py fit prints
     # the sha256).
@@ -102,7 +102,7 @@ SHIPPED: tuple[ShippedFile, ...] = (
         "mobilenetv2",
         DEFAULT_TAG,
         "confidence_mobilenetv2.json",
-        "8f8cfe9e111c2ffcdbd8f2f046bfe71bd31d6b9e8d0a090afa660a0db0968439",
+        "2c3a380fe1378112277cb85691d845a07841c490b5485412f3bbcc79166fd75c",
     ),
     # The activation ranges of the int8 backbone (backbone_runtime="onnx-int8").
     ShippedFile("int8-ranges", "mobilenetv2", DEFAULT_TAG, "int8_ranges.json"),
