@@ -83,6 +83,8 @@ class TargetState:
         model: the classifier's per-target model (ATOM: its projection and filter module;
             DiMP: the target filter tensor).
         modulation: the box head's modulation vectors from the first frame, None without one.
+        box_model: what the box estimator keeps of the target from the first frame
+            (:meth:`BoxEstimator.start`; the siamese estimator's template features), or None.
         confidence_estimator: the target's confidence features and the running level of its
             peaks (:class:`~ebmtrack.tracking.confidence.ConfidenceEstimator`).
         mode: the per-target state of the tracker's :class:`Mode` (the long-term mode's
@@ -97,6 +99,7 @@ class TargetState:
     memory: SampleMemory
     model: Any
     modulation: list[Tensor] | None = None
+    box_model: Any = None
     confidence_estimator: ConfidenceEstimator = field(default_factory=ConfidenceEstimator)
     mode: Any = None
     frame_size: tuple[int, ...] = ()
@@ -168,6 +171,10 @@ class BoxEstimator(Protocol):
     def side_factors(self, frame_index: int) -> tuple[float, ...]:
         """Side factors of the search regions of the frame after ``frame_index``."""
 
+    def start(self, frame: np.ndarray, center: np.ndarray, size: np.ndarray) -> Any:
+        """What it keeps of a new target at ``center``, ``size`` (frame px) in the first
+        ``frame`` (:attr:`TargetState.box_model`; None for most)."""
+
     def estimate(
         self,
         state: TargetState,
@@ -176,11 +183,12 @@ class BoxEstimator(Protocol):
         factor: float,
         feats: dict[str, Tensor],
         refine: bool,
+        frame: np.ndarray,
     ) -> np.ndarray | None:
         """Move ``state`` (centre, size) to this frame's estimate, from the classifier's
         ``position`` (crop px) in ``region`` (the best of the frame's; ``factor`` the scale
-        between its peaks, ``feats`` its features). ``refine``: the size may change. Returns
-        the box to report where it is not the state's, else None."""
+        between its peaks, ``feats`` its features) of ``frame`` (uint8 RGB). ``refine``: the
+        size may change. Returns the box to report where it is not the state's, else None."""
 
 
 def build_box_estimator(
@@ -326,6 +334,7 @@ class SearchRegionTracker:
             memory=memory,
             model=model,
             modulation=modulation,
+            box_model=self.box_estimator.start(first.frame, first.center, first.size),
             confidence_estimator=ConfidenceEstimator(self.calibrator),
             mode=None if self.mode is None else self.mode.start(),
             frame_size=first.frame.shape[:2],
@@ -401,7 +410,13 @@ class SearchRegionTracker:
                 layer: feats[layer][best : best + 1] for layer in self.box_estimator.layers
             }
             reported = self.box_estimator.estimate(
-                state, self.classifier.position(found), region, factor, region_feats, refine
+                state,
+                self.classifier.position(found),
+                region,
+                factor,
+                region_feats,
+                refine,
+                target.frame,
             )
             state.clamp(target.frame.shape)
         toc = time.perf_counter()

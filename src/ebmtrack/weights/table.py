@@ -13,6 +13,7 @@ backbone that nothing ships for gets one line saying so (:func:`shipped_file`).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,8 @@ ROLES: dict[str, str] = {
     "calibrator": "calibrator",
     "int8-ranges": "ranges",
     "backbone": "backbone_weights",
+    "siamese-backbone": "box_mode (one without 'siamese')",
+    "siamese-head": "box_mode (one without 'siamese')",
 }
 
 
@@ -68,6 +71,17 @@ class ShippedFile:
     def exists(self) -> bool:
         """Whether this installation holds the file (whole or as parts)."""
         return packed_exists(self.path)
+
+    def checked_path(self) -> Path:
+        """The path of a file stored whole, after checking its sha256 (ValueError, one line,
+        for a file that differs)."""
+        digest = hashlib.sha256(self.path.read_bytes()).hexdigest()
+        if self.sha256 is not None and digest != self.sha256:
+            raise ValueError(
+                f"{self.path} is not the shipped {self.role} file (sha256 {digest[:16]}..., "
+                f"expected {self.sha256[:16]}...): reinstall ebmtrack"
+            )
+        return self.path
 
 
 SHIPPED: tuple[ShippedFile, ...] = (
@@ -113,6 +127,22 @@ SHIPPED: tuple[ShippedFile, ...] = (
         DEFAULT_TAG,
         "mobilenetv2_imagenet.safetensors.gz",
         "eaa6a27834b9a4b98d47a248be5021180e480770834f09417e874f80c8fa6801",
+    ),
+    # NanoTrack v2's backbone, neck and head (Apache-2.0, LICENSE-NanoTrack.txt), the siamese
+    # box estimator of the siamese box modes (python scripts/ship_nanotrack.py writes them).
+    ShippedFile(
+        "siamese-backbone",
+        "nanotrack",
+        DEFAULT_TAG,
+        "nanotrack_backbone.onnx",
+        "dddb08138fef068b8a53da3ddb995139013aa8c36d698b7d7ec6f92ec9518f64",
+    ),
+    ShippedFile(
+        "siamese-head",
+        "nanotrack",
+        DEFAULT_TAG,
+        "nanotrack_head.onnx",
+        "0d8c0637be849f092cc7236cae02e55c8b9455ebe37ba50601d6115db4247cd9",
     ),
 )
 

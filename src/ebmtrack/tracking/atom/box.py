@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from ebmtrack.lite.siamese import SiameseBoxConfig
 from ebmtrack.ops.crop import apply_matrix, invert_affine
 from ebmtrack.tracking.atom.refine import ascend_iou
 from ebmtrack.tracking.box_head import BoxHead, ProposalConfig
@@ -29,6 +30,7 @@ from ebmtrack.tracking.composition import TargetState
 from ebmtrack.tracking.ebm_refine import FrameBoxEnergy, ascend_boxes
 from ebmtrack.tracking.iou_gradient import IoUGradient
 from ebmtrack.tracking.search_region import Region
+from ebmtrack.tracking.siamese import shipped_siamese
 
 __all__ = [
     "BOX_CLIMBS",
@@ -44,6 +46,8 @@ __all__ = [
     "RefineBox",
     "ScaleBox",
     "ScaleSearchConfig",
+    "SiameseBox",
+    "SiamesePolishedBox",
     "invert_affine",
 ]
 
@@ -117,6 +121,10 @@ class PositionBox:
     def side_factors(self, frame_index: int) -> tuple[float, ...]:
         return (1.0,)
 
+    def start(self, frame: np.ndarray, center: np.ndarray, size: np.ndarray) -> Any:
+        """What this estimator keeps of a new target (:attr:`TargetState.box_model`): none."""
+        return None
+
     def estimate(
         self,
         state: TargetState,
@@ -125,6 +133,7 @@ class PositionBox:
         factor: float,
         feats: dict[str, Tensor],
         refine: bool,
+        frame: np.ndarray,
     ) -> np.ndarray | None:
         state.center = _to_frame(region, position)
         return None
@@ -152,9 +161,9 @@ class ScaleBox(PositionBox):
         if factor != 1.0 and refine:
             state.size = blend_size(state.size, state.size * factor, self.scale.size_update_rate)
 
-    def estimate(self, state, position, region, factor, feats, refine) -> np.ndarray | None:
+    def estimate(self, state, position, region, factor, feats, refine, frame) -> np.ndarray | None:
         self.resize(state, factor, refine)
-        return super().estimate(state, position, region, factor, feats, refine)
+        return super().estimate(state, position, region, factor, feats, refine, frame)
 
 
 class _Ascent:
@@ -238,7 +247,7 @@ class RefineBox(_Ascent, PositionBox):
         PositionBox.__init__(self, head)
         self.ascent = ascent
 
-    def estimate(self, state, position, region, factor, feats, refine) -> np.ndarray | None:
+    def estimate(self, state, position, region, factor, feats, refine, frame) -> np.ndarray | None:
         center_crop, reported = position, None
         if refine:
             refined = self.refine(state, feats, position, state.size * region.scale)
@@ -263,7 +272,7 @@ class GatedBox(_Ascent, ScaleBox):
         ScaleBox.__init__(self, scale, head)
         self.ascent, self.gate = ascent, gate
 
-    def estimate(self, state, position, region, factor, feats, refine) -> np.ndarray | None:
+    def estimate(self, state, position, region, factor, feats, refine, frame) -> np.ndarray | None:
         self.resize(state, factor, refine)
         center_crop = position
         if refine:
@@ -284,7 +293,7 @@ class PolishedBox(_Ascent, ScaleBox):
         ScaleBox.__init__(self, scale, head)
         self.ascent = ascent
 
-    def estimate(self, state, position, region, factor, feats, refine) -> np.ndarray | None:
+    def estimate(self, state, position, region, factor, feats, refine, frame) -> np.ndarray | None:
         self.resize(state, factor, refine)
         reported = None
         if refine:
@@ -295,12 +304,58 @@ class PolishedBox(_Ascent, ScaleBox):
         return reported
 
 
+class SiameseBox(PositionBox):
+    """``siamese``: a tracking-trained box estimator (NanoTrack v2's networks,
+    :mod:`ebmtrack.lite.siamese`) decodes the target's box in a crop centred on the classifier's
+    position; its centre and (smoothed) size become the state. Where the classifier is uncertain
+    (``refine`` False) only the position moves."""
+
+    configs = (SiameseBoxConfig,)
+
+    def __init__(self, siamese: SiameseBoxConfig, head: BoxHead | None = None) -> None:
+        super().__init__(head)
+        self.siamese = shipped_siamese(siamese)
+
+    def start(self, frame: np.ndarray, center: np.ndarray, size: np.ndarray) -> np.ndarray:
+        """The target's template features (1, 48, 8, 8)."""
+        return self.siamese.template(frame, center, size)
+
+    def estimate(self, state, position, region, factor, feats, refine, frame) -> np.ndarray | None:
+        state.center = _to_frame(region, position)
+        if refine:
+            found = self.siamese.locate(frame, state.center, state.size, state.box_model)
+            state.center, state.size = found.center, found.size
+        return None
+
+
+class SiamesePolishedBox(_Ascent, SiameseBox):
+    """``siamese-polished``: ``siamese`` tracks; the box head's ascent (``box_climb``) from the
+    siamese box refines the box reported for the frame only."""
+
+    needs_head = True
+    configs = (SiameseBoxConfig, IoUAscentConfig)
+
+    def __init__(self, siamese: SiameseBoxConfig, ascent: IoUAscentConfig, head: BoxHead) -> None:
+        SiameseBox.__init__(self, siamese, head)
+        self.ascent = ascent
+
+    def estimate(self, state, position, region, factor, feats, refine, frame) -> np.ndarray | None:
+        SiameseBox.estimate(self, state, position, region, factor, feats, refine, frame)
+        if not refine:
+            return None
+        center = apply_matrix(region.matrix, state.center)
+        refined = self.refine(state, feats, center, state.size * region.scale)
+        return None if refined is None else _frame_box(region, refined[0])
+
+
 BOX_ESTIMATORS: dict[str, type[PositionBox]] = {
     "refine": RefineBox,
     "scale": ScaleBox,
     "position": PositionBox,
     "gated": GatedBox,
     "polished": PolishedBox,
+    "siamese": SiameseBox,
+    "siamese-polished": SiamesePolishedBox,
 }
 """ATOM's box estimator of each ``box_mode``."""
 

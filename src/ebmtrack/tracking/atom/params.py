@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
+from ebmtrack.lite.siamese import SiameseBoxConfig
 from ebmtrack.models.precision import PRECISIONS
 from ebmtrack.tracking.atom.box import (
     BOX_CLIMBS,
@@ -13,7 +14,7 @@ from ebmtrack.tracking.atom.box import (
     HEAD_MODES,
     SCALE_MODES,
 )
-from ebmtrack.tracking.params import SearchRegionParams, check_ranges, mode_fields
+from ebmtrack.tracking.params import SearchRegionParams, check_ranges, mode_fields, part_config
 from ebmtrack.values import OptionError
 
 __all__ = ["BOX_CLIMBS", "BOX_MODES", "HEAD_MODES", "SCALE_MODES", "AtomParams"]
@@ -52,7 +53,11 @@ class AtomParams(SearchRegionParams):
             its ``box_top_k`` best boxes exceeds the predicted IoU of the scale search's box by
             at least ``box_accept_margin``. ``polished``: the scale search tracks; the IoU-Net
             refines the box reported for the frame only, so its errors never carry into the
-            next frame.
+            next frame. ``siamese``: no IoU-Net, no scale search; a tracking-trained siamese
+            box estimator (NanoTrack v2's networks, shipped) decodes centre and size in a crop
+            centred on the classifier's position (:mod:`ebmtrack.lite.siamese`), and its box
+            becomes the state. ``siamese-polished``: ``siamese`` tracks and the IoU-Net's
+            ascent refines the box reported for the frame only.
         box_climb: how the head's output is climbed (``refine``, ``gated`` and ``polished``):
             ``iou``, ATOM's gradient ascent on the predicted IoU, each step
             ``box_step_length`` times the gradient times w, h in crop pixels, a step that lowers
@@ -78,6 +83,13 @@ class AtomParams(SearchRegionParams):
         scale_search_interval: search scale on every this many frames, starting with the
             first tracked one; the frames between run the usual search region alone (one
             backbone pass instead of ``1 + len(scale_factors)``). 1: every frame.
+
+    Siamese box estimator (``siamese``, ``siamese-polished``; NanoTrack's own decoding values,
+    :class:`~ebmtrack.lite.siamese.SiameseBoxConfig`):
+        siamese_window: weight of the Hanning window against the penalised score (0-1).
+        siamese_penalty: strength of the penalty on a change of scale and aspect ratio.
+        siamese_size_rate: how fast the size follows the decoded box, times penalty x score.
+        siamese_context: context around the target in the template crop, times (w + h).
     """
 
     precision: str = "auto"
@@ -102,6 +114,10 @@ class AtomParams(SearchRegionParams):
     box_accept_margin: float = 0.1
     scale_factors: tuple[float, ...] = (1 / 1.05, 1.05)
     scale_search_interval: int = 1
+    siamese_window: float = 0.455
+    siamese_penalty: float = 0.055
+    siamese_size_rate: float = 0.37
+    siamese_context: float = 0.5
 
     box_modes: ClassVar[tuple[str, ...]] = BOX_MODES
     head_modes: ClassVar[tuple[str, ...]] = HEAD_MODES
@@ -135,6 +151,10 @@ class AtomParams(SearchRegionParams):
         )
         self._check_box_mode()
         self._check_climb()
+        try:  # the siamese decoding's ranges, as its config checks them
+            part_config(SiameseBoxConfig, self)
+        except ValueError as error:
+            raise OptionError(str(error), str(error).split()[0]) from None
         factors = self.scale_factors
         if not (
             factors and all(isinstance(f, int | float) and 0 < f < 10 and f != 1 for f in factors)

@@ -69,6 +69,10 @@ class KeptSizeBox:
     def side_factors(self, frame_index: int) -> tuple[float, ...]:
         return (1.0,)
 
+    def start(self, frame: np.ndarray, center: np.ndarray, size: np.ndarray) -> None:
+        """What it keeps of a new target: none."""
+        return None
+
     def estimate(
         self,
         state: TargetState,
@@ -77,6 +81,7 @@ class KeptSizeBox:
         factor: float,
         feats: dict[str, Tensor],
         refine: bool,
+        frame: np.ndarray,
     ) -> None:
         scale = region.scale  # crop px per frame px
         box_crop = np.concatenate([position - state.size * scale / 2, state.size * scale])

@@ -1,0 +1,203 @@
+"""A tracking-trained box estimator: NanoTrack v2's backbone, neck and head (Apache-2.0, trained
+on large tracking data sets by its authors) decoding the target's box in a crop centred where the
+classifier puts the target (NumPy and ONNX Runtime; the torch trackers and the torch-free runtime
+run this one module).
+
+Per target, :meth:`SiameseBoxEstimator.template` reads the first frame's box once: a crop of
+side ``sqrt((w + c(w + h)) (h + c(w + h)))`` (``c`` = ``siamese_context``) around it, resized to
+127 px, through the backbone: (1, 48, 8, 8) template features. Per frame,
+:meth:`SiameseBoxEstimator.locate` cuts a crop 255/127 times that side (from the last size)
+around the given centre, resized to 255 px; the backbone gives (1, 48, 16, 16) search features;
+the neck correlates them with the template's and the head gives, on a 16 x 16 grid of stride 16,
+a target score and the distances of the box's four sides. The box is decoded as SiamRPN++-style
+trackers decode it (NanoTrack's own rule): the score times a penalty on a change of scale and
+aspect ratio, blended with a Hanning window centred on the crop (``siamese_window``); the best
+cell's box; its size smoothed with the last one at a rate of penalty x score x
+``siamese_size_rate``.
+
+Input convention of the network: RGB, raw 0-255 values, no mean or std (OpenCV's ``TrackerNano``
+swaps its BGR frames to RGB). Crops repeat the frame's border (NanoTrack pads with the mean
+colour; the difference only touches crops that leave the frame).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ebmtrack.lite.crop import crop_square
+from ebmtrack.lite.onnx_session import Session
+
+__all__ = [
+    "EXEMPLAR_SIZE",
+    "INSTANCE_SIZE",
+    "SiameseBoxConfig",
+    "SiameseBoxEstimator",
+    "SiameseFrame",
+    "decode_box",
+]
+
+EXEMPLAR_SIZE = 127
+"""Side of the template crop in px."""
+INSTANCE_SIZE = 255
+"""Side of the search crop in px."""
+STRIDE = 16
+"""The score grid's stride in search-crop px."""
+
+
+@dataclass(frozen=True)
+class SiameseBoxConfig:
+    """How the siamese head's output becomes a box (NanoTrack's own values, OpenCV's
+    ``TrackerNano``; not tuned here).
+
+    Attributes:
+        siamese_window: weight of the Hanning window against the penalised score (0-1).
+        siamese_penalty: strength of the penalty on a change of scale and aspect ratio (>= 0).
+        siamese_size_rate: how fast the size follows the head's box, times penalty x score
+            (0-1).
+        siamese_context: context around the target in the template crop, times (w + h) (>= 0).
+    """
+
+    siamese_window: float = 0.455
+    siamese_penalty: float = 0.055
+    siamese_size_rate: float = 0.37
+    siamese_context: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in ("siamese_window", "siamese_size_rate"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and 0.0 <= value <= 1.0):
+                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+        for name in ("siamese_penalty", "siamese_context"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and value >= 0.0):
+                raise ValueError(f"{name} must be >= 0, got {value!r}")
+
+
+@dataclass
+class SiameseFrame:
+    """One frame's decoded box: ``center``, ``size`` (2,) in frame px after the size smoothing,
+    ``raw_size`` (2,) the best cell's own size, ``score`` its target probability (0-1)."""
+
+    center: np.ndarray
+    size: np.ndarray
+    raw_size: np.ndarray
+    score: float
+
+
+def template_side(size: np.ndarray, context_amount: float) -> float:
+    """Side (frame px) of the template crop of a target of ``size`` (w, h)."""
+    pad = context_amount * float(size[0] + size[1])
+    return math.sqrt((float(size[0]) + pad) * (float(size[1]) + pad))
+
+
+def _change(ratio: np.ndarray) -> np.ndarray:
+    return np.maximum(ratio, 1.0 / ratio)
+
+
+def _side(w: np.ndarray, h: np.ndarray) -> np.ndarray:
+    pad = (w + h) * 0.5
+    return np.sqrt((w + pad) * (h + pad))
+
+
+def _grid(cells: int) -> np.ndarray:
+    """(cells,) offsets of the score cells from the crop's centre, in crop px."""
+    return (np.arange(cells) - cells // 2) * float(STRIDE)
+
+
+def decode_box(
+    logits: np.ndarray,
+    sides: np.ndarray,
+    last_size_crop: np.ndarray,
+    config: SiameseBoxConfig,
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """The best box of one head output.
+
+    Args:
+        logits: (2, G, G) background / target logits.
+        sides: (4, G, G) distances (left, top, right, bottom) of the box's sides from each cell's
+            point, in search-crop px.
+        last_size_crop: (2,) the last size (w, h) in search-crop px.
+        config: the decoding rule.
+
+    Returns:
+        ``(center offset (2,) from the crop centre, size (2,), rate, score)`` in crop px: the best
+        cell's box, the size-smoothing rate (penalty x score x ``siamese_size_rate``) and its target
+        probability.
+    """
+    cells = logits.shape[-1]
+    shifted = logits - logits.max(axis=0, keepdims=True)
+    odds = np.exp(shifted)
+    score = odds[1] / odds.sum(axis=0)
+    points = _grid(cells)
+    px, py = points[None, :], points[:, None]
+    x1, y1 = px - sides[0], py - sides[1]
+    x2, y2 = px + sides[2], py + sides[3]
+    w, h = np.maximum(x2 - x1, 1e-6), np.maximum(y2 - y1, 1e-6)
+    scale = _change(_side(w, h) / float(_side(last_size_crop[0], last_size_crop[1])))
+    aspect = _change((last_size_crop[0] / last_size_crop[1]) / (w / h))
+    penalty = np.exp(-(aspect * scale - 1.0) * config.siamese_penalty)
+    hanning = np.hanning(cells)
+    window = np.outer(hanning, hanning)
+    ranked = penalty * score * (1.0 - config.siamese_window) + window * config.siamese_window
+    best = np.unravel_index(int(np.argmax(ranked)), ranked.shape)
+    center = np.array([(x1[best] + x2[best]) / 2, (y1[best] + y2[best]) / 2])
+    size = np.array([w[best], h[best]])
+    rate = float(penalty[best] * score[best] * config.siamese_size_rate)
+    return center, size, rate, float(score[best])
+
+
+class SiameseBoxEstimator:
+    """NanoTrack v2's networks as a box estimator (module docstring).
+
+    Args:
+        backbone: the backbone's ``.onnx`` (any input size: the shipped file's input dims are
+            free).
+        head: the neck and head's ``.onnx`` (inputs ``input1`` template, ``input2`` search).
+        config: the decoding rule.
+        threads: ONNX Runtime intra-op threads.
+    """
+
+    def __init__(
+        self,
+        backbone: str | Path,
+        head: str | Path,
+        config: SiameseBoxConfig | None = None,
+        threads: int = 1,
+    ) -> None:
+        self.config = config or SiameseBoxConfig()
+        self.backbone = Session(backbone, threads)
+        self.head = Session(head, threads)
+
+    def _features(self, patch: np.ndarray) -> np.ndarray:
+        image = np.ascontiguousarray(patch.transpose(2, 0, 1)[None], dtype=np.float32)
+        return self.backbone({self.backbone.inputs[0]: image})[self.backbone.outputs[0]]
+
+    def template(self, frame: np.ndarray, center: np.ndarray, size: np.ndarray) -> np.ndarray:
+        """(1, 48, 8, 8) template features of the target at ``center``, ``size`` (frame px) of
+        ``frame`` (uint8 RGB (H, W, 3))."""
+        side = template_side(size, self.config.siamese_context)
+        patch, _ = crop_square(frame, tuple(center), side, EXEMPLAR_SIZE)
+        return self._features(patch)
+
+    def locate(
+        self, frame: np.ndarray, center: np.ndarray, size: np.ndarray, template: np.ndarray
+    ) -> SiameseFrame:
+        """The target's box in ``frame`` (uint8 RGB), searched in a crop centred on ``center``
+        (frame px) and scaled from the last ``size`` (frame px), the target's ``template``
+        features (:meth:`template`)."""
+        config = self.config
+        side = template_side(size, config.siamese_context)
+        crop_scale = EXEMPLAR_SIZE / side  # crop px per frame px
+        patch, _ = crop_square(frame, tuple(center), side * INSTANCE_SIZE / EXEMPLAR_SIZE,
+                               INSTANCE_SIZE)
+        search = self._features(patch)
+        out = self.head({"input1": template, "input2": search})
+        logits, sides = out["output1"][0], out["output2"][0]
+        offset, raw, rate, score = decode_box(logits, sides, size * crop_scale, config)
+        raw_size = raw / crop_scale
+        new_size = raw_size * rate + np.asarray(size, dtype=np.float64) * (1.0 - rate)
+        return SiameseFrame(center + offset / crop_scale, new_size, raw_size, score)
