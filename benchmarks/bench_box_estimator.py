@@ -43,7 +43,7 @@ TRAIN_CLIPS = (
 """Training clips of the pack, fixed: every third name of the training clips, sorted."""
 
 CANDIDATES: dict[str, tuple[str, dict]] = {
-    "atom (scale search)": ("atom", {"box_mode": "scale"}),
+    "atom (scale search)": ("atom", {"box_mode": "scale", "size_update_rate": 0.6}),
     "siamese": ("atom", {"box_mode": "siamese"}),
     "siamese + EBM (pack NCE+ head)": (
         "atom",

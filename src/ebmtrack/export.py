@@ -33,11 +33,12 @@ import torch
 from torch import nn
 
 from ebmtrack.lite.files import FORMAT, MANIFEST, PARAMS, VERSION, file_sha256, is_export
-from ebmtrack.lite.params import BOX_MODES
+from ebmtrack.lite.params import BOX_MODES, SIAMESE_MODES
 from ebmtrack.models.backbones.onnx_files import state_dict_sha256
 from ebmtrack.models.backbones.onnx_runtime import OPSET, OnnxBackbone
 from ebmtrack.models.backbones.runtime import int8_available
 from ebmtrack.tracking.atom import AtomTracker
+from ebmtrack.weights import shipped_file
 
 __all__ = ["EXPORTABLE", "check_destination", "export_tracker"]
 
@@ -203,6 +204,18 @@ def _export_head(tracker: AtomTracker, folder: Path) -> dict:
     }
 
 
+def _export_siamese(folder: Path) -> dict:
+    """The shipped siamese networks (NanoTrack v2's, Apache-2.0), copied with their licence."""
+    files = {}
+    for part, role in (("backbone", "siamese-backbone"), ("head", "siamese-head")):
+        source = shipped_file(role, "nanotrack").checked_path()
+        shutil.copyfile(source, folder / source.name)
+        files[part] = source.name
+    licence = shipped_file("siamese-head", "nanotrack").path.with_name("LICENSE-NanoTrack.txt")
+    shutil.copyfile(licence, folder / licence.name)
+    return {"files": files, "licence": licence.name}
+
+
 def _export_backbone(tracker: AtomTracker, folder: Path, cache: Path) -> dict:
     size = tracker.params.search_size
     layers = tracker.search.layers
@@ -285,6 +298,8 @@ def export_tracker(name: str, out: str | Path, **options) -> Path:
         }
         if tracker.box_estimator.head is not None:
             manifest["head"] = _export_head(tracker, staging)
+        if params.box_mode in SIAMESE_MODES:
+            manifest["siamese"] = _export_siamese(staging)
         values = {f.name: _json_value(getattr(params, f.name)) for f in dataclasses.fields(params)}
         (staging / PARAMS).write_text(json.dumps(values, indent=1, sort_keys=True) + "\n")
         calibrator = tracker.calibrator
@@ -316,10 +331,10 @@ def _replace(staging: Path, out: Path) -> None:
 
 def copy_state(source: AtomTracker, target) -> None:
     """Put a torch tracker's state between frames into a lite tracker of its export (centre,
-    size, frame count, sample memory, classifier weights, the box head's modulation, the
-    confidence's running peak), so that the next ``track`` of both starts from the same state:
-    how a check compares the two frame by frame without the float32 rounding of earlier frames
-    (docs/results/runtime.md)."""
+    size, frame count, sample memory, classifier weights, the box head's modulation, the siamese
+    template, the confidence's running peak), so that the next ``track`` of both starts from the
+    same state: how a check compares the two frame by frame without the float32 rounding of
+    earlier frames (docs/results/runtime.md)."""
     from ebmtrack.lite.memory import SampleMemory
 
     state = source.state
@@ -345,4 +360,6 @@ def copy_state(source: AtomTracker, target) -> None:
     lite_state.filter = state.model.filter.detach().cpu().numpy()[0].copy()
     if state.modulation is not None:
         lite_state.modulation = [m.detach().cpu().numpy()[0].copy() for m in state.modulation]
+    if state.box_model is not None:  # the siamese estimator's template features
+        lite_state.template = state.box_model.copy()
     target.confidence._peak_level = source.confidence_estimator._peak_level

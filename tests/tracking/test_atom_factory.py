@@ -4,6 +4,7 @@ import pytest
 
 from ebmtrack.api import load_tracker
 from ebmtrack.tracking.atom import AtomParams
+from ebmtrack.tracking.atom.box import SiameseBox
 from ebmtrack.tracking.atom.factory import create_atom_tracker
 from ebmtrack.tracking.atom.variants import ATOM, ATOM_IOUNET, CLASSIFIER_ONLY
 from ebmtrack.tracking.registry import create_tracker, tracker_names
@@ -11,16 +12,15 @@ from ebmtrack.values import OptionError
 from ebmtrack.weights import default_model, pack_box_head
 
 
-def test_atom_is_the_classifier_with_its_scale_search():
+def test_atom_is_the_classifier_with_the_siamese_box_estimator():
     tracker = create_tracker("atom", search_size=96)
     assert tracker.box_head is None
-    for name, value in CLASSIFIER_ONLY.items():
-        assert getattr(tracker.params, name) == value
-    assert tracker.params.box_mode == "scale"
-    assert tracker.params.scale_factors == (1 / 1.05, 1.05)
-    # The caller's options win over the parameter set's.
-    kept = create_tracker("atom", search_size=96, box_mode="position")
-    assert kept.params.box_mode == "position" and kept.params.size_update_rate == 0.6
+    assert tracker.params.box_mode == "siamese" and tracker.box_estimator.slots == 1
+    assert isinstance(tracker.box_estimator, SiameseBox)
+    # The caller's options win over the parameter set's: the scale search of the earlier default.
+    kept = create_tracker("atom", search_size=96, **CLASSIFIER_ONLY)
+    assert kept.params.box_mode == "scale" and kept.params.size_update_rate == 0.6
+    assert kept.box_estimator.slots == 3
 
 
 def test_atom_iounet_sizes_the_box_with_the_shipped_iou_net():
@@ -78,7 +78,7 @@ def test_weights_without_an_iou_net_are_refused():
 
 def test_variants_share_the_factory_and_differ_in_their_parameter_sets():
     assert ATOM.build_function is ATOM_IOUNET.build_function is create_atom_tracker
-    assert ATOM.params["box_mode"] == "scale" and ATOM_IOUNET.params["box_mode"] == "refine"
+    assert ATOM.params["box_mode"] == "siamese" and ATOM_IOUNET.params["box_mode"] == "refine"
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from ebmtrack import weights
 from ebmtrack.weights.packed import packed_bytes
 from ebmtrack.weights.table import FOLDER, ROLES, SHIPPED, find_shipped, shipped_file
 
-NOT_WEIGHTS = {"README.md", "default_model.json"}  # the record of how the default model was made
+NOT_WEIGHTS = {"README.md", "default_model.json", "LICENSE-NanoTrack.txt"}  # records, a licence
 
 
 def _shipped_names() -> set[str]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ebmtrack.lite.augment import num_augmented_crops
 from ebmtrack.lite.files import Export
 
-__all__ = ["BOX_MODES", "FIXED", "REQUIRED", "BoxMode", "merge_options"]
+__all__ = ["BOX_MODES", "FIXED", "REQUIRED", "SIAMESE", "SIAMESE_MODES", "BoxMode", "merge_options"]
 
 
 @dataclass(frozen=True)
@@ -27,12 +27,16 @@ class BoxMode:
             reported for the frame.
         gate: the head's box is taken only where the head predicts a gain of at least
             ``box_accept_margin`` over the start box.
+        siamese: the siamese box estimator (:mod:`ebmtrack.lite.siamese`) decodes centre and
+            size around the classifier's position, and its box becomes the state (a head then
+            refines the reported box only).
     """
 
     scale_search: bool
     head: bool = False
     head_state: bool = False
     gate: bool = False
+    siamese: bool = False
 
 
 BOX_MODES: dict[str, BoxMode] = {
@@ -41,7 +45,16 @@ BOX_MODES: dict[str, BoxMode] = {
     "refine": BoxMode(scale_search=False, head=True, head_state=True),
     "gated": BoxMode(scale_search=True, head=True, head_state=True, gate=True),
     "polished": BoxMode(scale_search=True, head=True),
+    "siamese": BoxMode(scale_search=False, siamese=True),
+    "siamese-polished": BoxMode(scale_search=False, head=True, siamese=True),
 }
+
+SIAMESE_MODES = tuple(name for name, mode in BOX_MODES.items() if mode.siamese)
+"""The box modes of the siamese box estimator."""
+
+SIAMESE = ("siamese_window", "siamese_penalty", "siamese_size_rate", "siamese_context")
+"""The siamese decoding's parameters (:class:`~ebmtrack.lite.siamese.SiameseBoxConfig`), read
+by the siamese modes only."""
 
 # The parameters the runtime reads (the torch tracker's AtomParams fields); an export that
 # lacks one is refused.
@@ -135,6 +148,13 @@ def merge_options(export: Export, options: dict) -> dict:
         raise ValueError(
             f"box_mode {params['box_mode']!r} needs a box head, and this export has none "
             f"(its modes: {heads}): export a tracker with one (atom-polished, atom-iounet)"
+        )
+    if BOX_MODES[params["box_mode"]].siamese and (
+        export.manifest.get("siamese") is None or any(name not in params for name in SIAMESE)
+    ):
+        raise ValueError(
+            f"box_mode {params['box_mode']!r} needs the siamese box estimator, and this export "
+            "has none: export a tracker with a siamese box_mode (atom)"
         )
     if params.get("box_climb", "iou") != "iou":
         raise ValueError(

@@ -38,8 +38,9 @@ from ebmtrack.lite.head import (
 from ebmtrack.lite.localize import Localization, best_scale, localize, upsample_scores
 from ebmtrack.lite.memory import SampleMemory
 from ebmtrack.lite.onnx_session import Session
-from ebmtrack.lite.params import BOX_MODES, BoxMode, merge_options
+from ebmtrack.lite.params import BOX_MODES, SIAMESE, BoxMode, merge_options
 from ebmtrack.lite.result import TrackResult, TrackStatus, check_frame_size
+from ebmtrack.lite.siamese import SiameseBoxConfig, SiameseBoxEstimator
 from ebmtrack.lite.torch_random import TorchGenerator
 
 __all__ = ["BOX_MODES", "BoxMode", "LiteTracker", "load"]
@@ -63,7 +64,8 @@ class Region:
 @dataclass
 class State:
     """The target between frames: centre and size (frame px), the least size, frames seen, the
-    memory, the classifier's projection (D, C) and filter (D, k, k), the head's modulation."""
+    memory, the classifier's projection (D, C) and filter (D, k, k), the head's modulation, the
+    siamese estimator's template features."""
 
     center: np.ndarray
     size: np.ndarray
@@ -73,6 +75,7 @@ class State:
     projection: np.ndarray
     filter: np.ndarray
     modulation: list[np.ndarray] | None = None
+    template: np.ndarray | None = None
     frame_size: tuple[int, ...] = ()  # (height, width) of the first frame
 
     def box(self) -> np.ndarray:
@@ -134,6 +137,15 @@ class LiteTracker:
             params["pelu_alpha"], params["filter_reg"], params["projection_reg"]
         )
         self.head = load_head(export, threads) if self.mode.head else None
+        self.siamese = None
+        if self.mode.siamese:
+            files = manifest["siamese"]["files"]
+            self.siamese = SiameseBoxEstimator(
+                export.path(files["backbone"]),
+                export.path(files["head"]),
+                SiameseBoxConfig(**{name: params[name] for name in SIAMESE}),
+                threads,
+            )
         calibrator = manifest.get("calibrator")
         self.confidence = ConfidenceEstimator(
             Calibrator(_calibrator_entry(export, calibrator)) if calibrator else None
@@ -203,6 +215,7 @@ class LiteTracker:
             projection=projection,
             filter=filt,
             modulation=modulation,
+            template=None if self.siamese is None else self.siamese.template(frame, center, size),
             frame_size=frame.shape[:2],
         )
         self._clamp(self._state, frame.shape)
@@ -242,7 +255,9 @@ class LiteTracker:
             refine = status != TrackStatus.UNCERTAIN or params["update_scale_when_uncertain"]
             position = np.asarray(found.position, dtype=np.float64)
             region_feats = {layer: feats[layer][best : best + 1] for layer in self.layers}
-            reported = self._estimate(state, position, region, factor, region_feats, refine)
+            reported = self._estimate(
+                state, position, region, factor, region_feats, refine, frame
+            )
             self._clamp(state, frame.shape)
         tic = self._lap(timings, "box", tic)
         if status in (TrackStatus.NORMAL, TrackStatus.HARD_NEGATIVE):
@@ -329,11 +344,20 @@ class LiteTracker:
             state.center, state.size, state.min_size, frame_shape
         )
 
-    def _estimate(self, state, position, region, factor, feats, refine) -> np.ndarray | None:
+    def _estimate(
+        self, state, position, region, factor, feats, refine, frame
+    ) -> np.ndarray | None:
         """Move the state to this frame's box (the box mode's rules); returns the box to report
         where it is not the state's."""
         params, mode, scale = self.params, self.mode, region.scale
         center_crop, reported = position, None
+        if self.siamese is not None and refine:
+            inverse = invert_affine(region.matrix)
+            found = self.siamese.locate(
+                frame, apply_matrix(inverse, position), state.size, state.template
+            )
+            state.size = found.size
+            center_crop = apply_matrix(region.matrix, found.center)
         if factor != 1.0 and refine:
             state.size = blend_size(state.size, state.size * factor, params["size_update_rate"])
         inverse = invert_affine(region.matrix)

@@ -19,6 +19,7 @@ __all__ = [
     "IOUNET",
     "LONG_TERM",
     "POLISHED",
+    "SIAMESE",
 ]
 
 _FACTORY = "ebmtrack.tracking.atom.factory:create_atom_tracker"
@@ -45,13 +46,20 @@ LONG_TERM = {
     "redetect_near_threshold": 0.25,
 }
 
+# The default: ATOM's classifier finds the target, a tracking-trained siamese box estimator
+# (NanoTrack v2's networks, shipped) decodes its box there; no scale search (one backbone pass
+# of ours a frame). Picked by the rule of docs/results/box-estimator.md on the training pack's
+# held-out clips.
+SIAMESE = {"box_mode": "siamese"}
+
 ATOM = register_tracker(
     "atom",
     TrackerVariant(
         _FACTORY,
-        {**CLASSIFIER_ONLY, "calibrator": "atom"},
+        {**SIAMESE, "calibrator": "atom"},
         _PARAMS,
-        "ATOM's online classifier with a three-region scale search, no IoU-Net (the default)",
+        "ATOM's online classifier finds the target, a tracking-trained siamese box estimator "
+        "(NanoTrack v2's networks) decodes its box there (the default)",
         kind=OUR_TRACKER,
         opencv_class="TrackerATOM",
     ),
