@@ -29,7 +29,7 @@ def _outputs(peak: tuple[int, int], sides=(20.0, 10.0, 30.0, 40.0), level: float
 def test_the_best_cell_gives_its_box_relative_to_the_crop_centre():
     logits, sides = _outputs((5, 11))
     offset, size, rate, score = decode_box(logits, sides, np.array([50.0, 50.0]), PLAIN)
-    # cell (row 5, col 11): point ((11 - 8) * 16, (5 - 8) * 16); box [x - 20, x + 30] x [y - 10, y + 40]
+    # cell (row 5, col 11): point ((11 - 8) * 16, (5 - 8) * 16); sides 20, 10, 30, 40 around it
     np.testing.assert_allclose(offset, [48 + 5, -48 + 15])
     np.testing.assert_allclose(size, [50, 50])
     assert score == pytest.approx(np.exp(6) / (1 + np.exp(6)))

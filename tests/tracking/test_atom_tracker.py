@@ -479,3 +479,52 @@ def test_refine_with_a_damped_size_reports_the_heads_own_box(backbone, iou_net):
         # the head's size, the previous size and the state's: state = sqrt(previous * head)
         np.testing.assert_allclose(state[2:], np.sqrt(before * box[2:]), rtol=1e-9)
         np.testing.assert_allclose(box[:2] + box[2:] / 2, state[:2] + state[2:] / 2, atol=1e-9)
+
+
+@pytest.mark.slow
+def test_the_siamese_box_follows_a_growing_object(imagenet_backbone):
+    """box_mode="siamese": the siamese estimator sizes the box from the classifier's position;
+    with no scale search it recovers most of a 2x growth (log space) where the classifier alone
+    keeps the size, in one search region a frame."""
+    frames, boxes = growing_object_sequence()
+    tracker = AtomTracker(imagenet_backbone, None, AtomParams(search_size=160, box_mode="siamese"))
+    assert tracker.box_estimator.slots == 1
+    tracker.initialize(frames[0], boxes[0])
+    overlaps = [iou(tracker.track(f).box, truth) for f, truth in zip(frames[1:], boxes[1:])]
+    first, truth = boxes[0][2:], boxes[-1][2:]
+    share = np.log(tracker.state.size / first) / np.log(truth / first)
+    assert np.all((share > 0.6) & (share < 1.3)), (tracker.state.size, truth)
+    assert np.mean(overlaps) > 0.7, overlaps
+
+
+def test_siamese_polished_reports_the_heads_box_and_keeps_the_siamese_state(backbone, iou_net):
+    """box_mode="siamese-polished": the state follows the siamese estimator exactly as with
+    "siamese" (same centres and sizes), and the reported boxes are the head's refinement."""
+    frames, boxes = moving_object_sequence(num_frames=6)
+
+    def run(iou_net, mode):
+        params = AtomParams(search_size=96, seed=0, box_mode=mode)
+        tracker = AtomTracker(backbone, iou_net, params)
+        tracker.initialize(frames[0], boxes[0])
+        reported, states = [], []
+        for frame in frames[1:]:
+            reported.append(tracker.track(frame).box)
+            states.append(np.concatenate([tracker.state.center, tracker.state.size]))
+        return np.array(reported), np.array(states)
+
+    alone_boxes, alone_states = run(None, "siamese")
+    reported, states = run(iou_net, "siamese-polished")
+    np.testing.assert_allclose(states, alone_states)
+    np.testing.assert_allclose(alone_boxes[:, :2] + alone_boxes[:, 2:] / 2, alone_states[:, :2])
+    assert np.abs(reported - alone_boxes).max() > 1e-3
+
+
+@pytest.mark.parametrize(
+    "field, value", [("siamese_window", 1.5), ("siamese_size_rate", -0.5), ("siamese_penalty", -1)]
+)
+def test_siamese_fields_are_checked_and_refused_outside_the_siamese_modes(field, value):
+    with pytest.raises(ValueError, match=f"^{field} must be"):
+        AtomParams(box_mode="siamese", **{field: value})
+    refused = f"{field} applies to box_mode siamese or siamese-polished"
+    with pytest.raises(ValueError, match=refused):
+        AtomParams(box_mode="scale", **{field: 0.3})
