@@ -1,28 +1,30 @@
 """Tracking speed of the default tracker on a quiet and on a busy CPU, in one run.
 
-``--trackers`` (default ``atom``) names the trackers to time, e.g. ``atom,atom-scale,nanotrack``
-to set the default beside the tracker it replaced and OpenCV's NanoTrack in one run; the
+``--trackers`` (default ``atom``) names the trackers to time, e.g.
+``atom,atom:box_mode=scale;size_update_rate=0.6,nanotrack`` to set the default beside the tracker
+it replaced and OpenCV's NanoTrack in one run; the
 configurations below apply to trackers with a backbone of ours, OpenCV's run once per thread
 count (``--peer-models``: their ONNX files).
 
 Each configuration (``--configs``, pairs ``PRECISION:BACKBONE_RUNTIME``, default: ``auto:auto``,
 the default tracker as a user gets it; ``float32:auto``, what a CPU without native bfloat16 runs;
-``float32:onnx``, the float32 backbone in ONNX Runtime; ``bfloat16:torch``, eager bfloat16, on
-CPUs with native bfloat16 only) x threads runs in a fresh Python process, built the way a user
-builds it (``ebmtrack.load_tracker("atom", threads=..., **params)``, so the package's own thread
-and wait-policy defaults apply), first "quiet" (no competitor of this script's: as quiet as the
-machine is), then "busy": while two competing busy processes (one pure-Python loop each, started
-by this script with its own priority and cores) run; they are stopped after each busy
-measurement. FPS counts ``initialize`` and every ``track`` call over the frames, which are
-decoded beforehand (decoding excluded); a first pass over a few frames warms up (ONNX export,
-allocator). The last column counts frames per second of CPU time the process used
-(``process_time``, all its threads, quiet phase): nearly blind to other jobs, and for one
-thread about the FPS it reaches with a core to itself. The run ends with the speed goals of the
-default tracker with one thread: 30 FPS quiet with ``precision="auto"`` and in float32, and busy
-at least half of quiet. ``--cli`` also times the whole ``ebmtrack track`` command (start-up,
-decoding and writing included) and ``--eval`` the whole ``ebmtrack eval`` (its worker process
-and scoring included) in each configuration's precision (``--option precision=...``), quiet and
-busy, on the sequence's first ``--cli-frames`` frames (default all: a user tracks whole videos);
+``float32:onnx``, the float32 backbone in ONNX Runtime; ``bfloat16:torch``, eager bfloat16, on CPUs
+with native bfloat16 only) x threads runs in a fresh Python process, built the way a user builds it
+(``ebmtrack.load_tracker("atom", threads=..., **params)``, so the package's own thread and
+wait-policy defaults apply), first "quiet" (no competitor of this script's: as quiet as the machine
+is), then "busy": while two competing busy processes (one pure-Python loop each, started by this
+script with its own priority and cores) run; they are stopped after each busy measurement. FPS
+counts ``initialize`` and every ``track`` call over the frames, which are decoded beforehand
+(decoding excluded); a first pass over a few frames warms up (ONNX export, allocator). The last
+column counts frames per second of CPU time the process used (``process_time``, all its threads,
+quiet phase): nearly blind to other jobs, and for one thread about the FPS it reaches with a core
+to itself. The run ends with the speed goals of the default tracker with one thread: 30 FPS quiet
+with ``precision="auto"`` and in float32, busy at least half of quiet, ``track()`` alone (the
+steady state) at least 40 FPS quiet and the first box (``initialize`` after the tracker is loaded)
+within 1 s. ``--cli`` also times the whole ``ebmtrack track`` command (start-up, decoding and
+writing included) and ``--eval`` the whole ``ebmtrack eval`` (its worker process and scoring
+included) in each configuration's precision (``--option precision=...``), quiet and busy, on the
+sequence's first ``--cli-frames`` frames (default all: a user tracks whole videos);
 ``--only-commands`` skips the in-process rows.
 
     nice -n 5 .venv/bin/python benchmarks/bench_speed.py --frames 120
@@ -99,6 +101,12 @@ def load_frames(sequence: str, count: int):
     return [generated.frame(i) for i in range(count)], generated.init_box
 
 
+ROW_FIELDS = (
+    "tracker", "precision", "threads", "quiet", "busy", "torch_threads", "runtime", "dtype",
+)  # fmt: skip
+"""A row's keys that are not tracker options."""
+
+
 def speed_goals(rows: list[dict]) -> dict[str, bool]:
     """The default tracker's speed goals, one thread, from this run's in-process rows."""
     goals = {}
@@ -108,6 +116,7 @@ def speed_goals(rows: list[dict]) -> dict[str, bool]:
                 r
                 for r in rows
                 if r.get("tracker", "atom") == "atom"
+                and not options_of({k: r[k] for k in r if k not in ROW_FIELDS})
                 and r.get("precision") == precision
                 and r.get("backbone_runtime") == runtime
                 and r.get("threads") == 1
@@ -118,8 +127,17 @@ def speed_goals(rows: list[dict]) -> dict[str, bool]:
             continue
         quiet, busy = row["quiet"]["fps"], row["busy"]["fps"]
         goals[f"precision={precision}: quiet {quiet:.1f} FPS >= 30"] = quiet >= 30
+        steady = row["quiet"]["track_fps"]
+        goals[f"precision={precision}: quiet track() {steady:.1f} FPS >= 40"] = steady >= 40
+        first = row["quiet"]["init_s"]
+        goals[f"precision={precision}: first box {first:.2f} s after load <= 1"] = first <= 1
         goals[f"precision={precision}: busy / quiet {busy / quiet:.2f} >= 0.5"] = busy >= quiet / 2
     return goals
+
+
+def options_of(params: dict) -> dict:
+    """A row's tracker options besides the configuration's runtime and the peers' files."""
+    return {k: v for k, v in params.items() if k not in ("backbone_runtime", "model_dir")}
 
 
 def child(spec: dict) -> None:
@@ -141,10 +159,18 @@ def child(spec: dict) -> None:
         load = load_average()
         start, cpu_start = time.perf_counter(), time.process_time()
         tracker.initialize(frames[0], box)
+        first = time.perf_counter()
         for frame in frames[1:]:
             tracker.track(frame)
-        wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-        results[phase] = {"fps": len(frames) / wall, "cpu_fps": len(frames) / cpu, "load": load}
+        end = time.perf_counter()
+        wall, cpu = end - start, time.process_time() - cpu_start
+        results[phase] = {
+            "fps": len(frames) / wall,
+            "cpu_fps": len(frames) / cpu,
+            "load": load,
+            "init_s": first - start,
+            "track_fps": (len(frames) - 1) / (end - first),
+        }
     results["torch_threads"] = torch.get_num_threads()
     results["runtime"] = getattr(tracker, "backbone_runtime", "opencv")
     results["dtype"] = str(getattr(tracker, "dtype", "-")).replace("torch.", "")
@@ -242,7 +268,8 @@ def main() -> None:
     parser.add_argument(
         "--trackers",
         default="atom",
-        help="comma-separated trackers, NAME or NAME:KEY=VALUE;KEY=VALUE (e.g. atom-scale, "
+        help="comma-separated trackers, NAME or NAME:KEY=VALUE;KEY=VALUE (e.g. "
+        "'atom:box_mode=scale;size_update_rate=0.6', "
         "nanotrack); OpenCV's trackers run once per thread count, without --configs",
     )
     parser.add_argument(
@@ -310,9 +337,9 @@ def main() -> None:
     else:
         print(
             "| tracker | precision | runtime | threads | quiet FPS | load | busy FPS | load "
-            "| busy / quiet | CPU-time FPS |"
+            "| busy / quiet | CPU-time FPS | quiet track() FPS | quiet initialize s |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for tracker, precision, threads, params in configs:
         spec = {
@@ -328,10 +355,13 @@ def main() -> None:
         quiet, busy = result["quiet"], result["busy"]
         row = dict(tracker=tracker, precision=precision, threads=threads, **params, **result)
         rows.append(row)
+        extra = ";".join(f"{k}={v}" for k, v in options_of(params).items())
+        label = f"{tracker}:{extra}" if extra else tracker
         print(
-            f"| {tracker} | {precision} ({result['dtype']}) | {result['runtime']} | {threads} "
+            f"| {label} | {precision} ({result['dtype']}) | {result['runtime']} | {threads} "
             f"| {quiet['fps']:.1f} | {quiet['load']:.1f} | {busy['fps']:.1f} | {busy['load']:.1f} "
-            f"| {busy['fps'] / quiet['fps']:.2f} | {quiet['cpu_fps']:.1f} |",
+            f"| {busy['fps'] / quiet['fps']:.2f} | {quiet['cpu_fps']:.1f} "
+            f"| {quiet['track_fps']:.1f} | {quiet['init_s']:.2f} |",
             flush=True,
         )
     commands = ["track"] * args.cli + ["eval"] * args.eval
