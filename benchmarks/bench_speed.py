@@ -15,7 +15,7 @@ wait-policy defaults apply), first "quiet" (no competitor of this script's: as q
 is), then "busy": while two competing busy processes (one pure-Python loop each, started by this
 script with its own priority and cores) run; they are stopped after each busy measurement. FPS
 counts ``initialize`` and every ``track`` call over the frames, which are decoded beforehand
-(decoding excluded); a first pass over a few frames warms up (ONNX export, allocator). The last
+(decoding excluded); a first pass over a few frames warms up (ONNX export, allocator). The CPU-time
 column counts frames per second of CPU time the process used (``process_time``, all its threads,
 quiet phase): nearly blind to other jobs, and for one thread about the FPS it reaches with a core
 to itself. The run ends with the speed goals of the default tracker with one thread: 30 FPS quiet
