@@ -206,10 +206,20 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def sequence_folder(frames: Path) -> Path:
+    """The folder of the sequence whose frames are in ``frames``, links resolved: ``frames``
+    itself, or its parent when the frames sit in ``img/`` (OTB, LaSOT: the ground truth is
+    beside ``img/``)."""
+    found = Path(frames).resolve()
+    return found.parent if found.name == "img" else found
+
+
 def check_not_an_input(path: Path, flag: str, inputs: dict[str, Path | None]) -> None:
     """Refuse an output that would replace an input: ``path`` that is one of ``inputs`` (what ->
     path; a link or another name of the same file counts) or lies inside an input folder.
-    CLIError naming ``flag``; nothing is written by a refused command."""
+    Both sides are compared with their links resolved, so an output reached through a link
+    into an input folder (or an input reached through one) is refused too. CLIError naming
+    ``flag``; nothing is written by a refused command."""
     target = path.resolve()
     for what, source in inputs.items():
         if source is None or not Path(source).exists():

@@ -34,6 +34,7 @@ from ebmtrack.cli.main import (
     add_threads_argument,
     check_not_an_input,
     check_output_file,
+    sequence_folder,
     threads,
 )
 from ebmtrack.cli.options import OPTION_HELP
@@ -187,9 +188,13 @@ def _init_boxes(args: argparse.Namespace) -> list | None:
 
 
 def _inputs(args: argparse.Namespace) -> dict[str, Path | None]:
-    """What the run reads from files, by what it is (a path an output must not replace)."""
+    """What the run reads from files, by what it is (a path an output must not replace). A
+    source folder of frames in ``img/`` is a sequence's: its parent, with the ground truth, is
+    an input too."""
+    source = Path(args.source)
     return {
-        "source": Path(args.source),
+        "source": source,
+        "sequence folder": sequence_folder(source) if source.is_dir() else None,
         "--init-file": args.init_file,
         "--weights file": args.weights,
         "--backbone-weights file": args.backbone_weights,
