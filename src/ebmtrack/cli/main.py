@@ -325,7 +325,9 @@ def _quiet_opencv() -> None:
 def main(argv: list[str] | None = None) -> int:
     _quiet_opencv()  # before the sub-commands' modules import OpenCV
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _unrecognized(parser, getattr(args, "command", None), unknown)
     if getattr(args, "func", None) is None:  # no command: a usage error, as argparse's
         parser.print_help(sys.stderr)
         return EXIT_ERROR
@@ -366,6 +368,24 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _unrecognized(parser: argparse.ArgumentParser, command: str | None, words: list[str]):
+    """Refuse words no option takes, as the command's own parser (``ebmtrack COMMAND: error:``,
+    not the top parser's ``ebmtrack: error:``), naming the closest option of that command."""
+    import difflib
+
+    subparsers = next(
+        (a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None
+    )
+    owner = subparsers.choices.get(command, parser) if command and subparsers else parser
+    message = f"unrecognized arguments: {' '.join(words)}"
+    options = [o[2:] for a in owner._actions for o in a.option_strings if o.startswith("--")]
+    flag = next((w.partition("=")[0] for w in words if w.startswith("--")), None)
+    close = difflib.get_close_matches(flag[2:], options, n=1, cutoff=0.7) if flag else []
+    if close:
+        message += f" (did you mean --{close[0]}?)"
+    owner.error(message)
 
 
 def console_main(argv: list[str] | None = None) -> int:

@@ -34,6 +34,7 @@ from ebmtrack.cli.main import (
     add_threads_argument,
     check_not_an_input,
     check_output_file,
+    positive_int,
     sequence_folder,
     threads,
 )
@@ -106,6 +107,13 @@ def add_parser(subparsers) -> None:
         default=[],
         metavar="KEY=VALUE",
         help=f"any option of the tracker, e.g. size_update_rate=0.5 ({OPTION_HELP})",
+    )
+    parser.add_argument(
+        "--max-frames",
+        type=positive_int,
+        metavar="N",
+        help="track only the first N frames of SOURCE (the first is the initial box), then "
+        "finish as at its end (default: all)",
     )
     add_threads_argument(parser)
     add_progress_argument(parser)
@@ -239,6 +247,10 @@ def run(args: argparse.Namespace) -> int:
         resolve_format(args.format, args.out, len(inits))
     name, options = tracker_settings(args)
     source = open_source(args.source, skip_bad=args.on_bad_frame == "skip")
+    if args.max_frames is not None:
+        source.frames = _first(source.frames, args.max_frames)
+        if source.count is not None:  # a live source's end stays unknown: it may end first
+            source.count = min(source.count, args.max_frames)
     source.frames = prefetch(source.frames)  # decoded ahead in a thread, beside the tracker
     first = next(source.frames, None)
     if first is None:
@@ -262,6 +274,20 @@ def run(args: argparse.Namespace) -> int:
         raise
     print(done.summary(args, fmt, len(boxes)), file=sys.stderr)
     return 0
+
+
+def _first(frames, count: int):
+    """The first ``count`` items of ``frames``; ``frames`` is closed after them (a video's
+    capture released) rather than read to its end."""
+    try:
+        for index, frame in enumerate(frames):
+            yield frame
+            if index + 1 >= count:
+                return
+    finally:
+        close = getattr(frames, "close", None)
+        if close is not None:
+            close()
 
 
 @dataclass
