@@ -21,6 +21,7 @@ import re
 import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -290,6 +291,34 @@ def _setup_logging(command: str) -> None:
 def _on_sigterm(signum, frame) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the cleanup must not be cut short
     raise Terminated()
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Run the block whole: a SIGINT or SIGTERM that arrives inside it takes effect when it
+    ends (its handler runs then: KeyboardInterrupt, :class:`Terminated`), so a unit of work and
+    the count of what it wrote are never split by Ctrl-C. Outside the main thread, where no
+    handler can be set, the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[tuple[int, object]] = []
+
+    def hold(signum: int, frame) -> None:
+        pending.append((signum, frame))
+
+    previous = {signum: signal.signal(signum, hold) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum, frame in pending[:1]:
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, frame)
+            elif handler != signal.SIG_IGN:  # the default action: delivered again, unheld
+                os.kill(os.getpid(), signum)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -36,6 +36,7 @@ from ebmtrack.cli.main import (
     check_output_file,
     positive_int,
     sequence_folder,
+    signals_held,
     threads,
 )
 from ebmtrack.cli.options import OPTION_HELP
@@ -420,8 +421,9 @@ def _loop(tracker, first, boxes, source, outputs: _Outputs, progress, done: _Run
     last = [(np.asarray(box), math.nan, "normal", math.nan) for box in boxes]
     frame = first
     while True:
-        keep_going = outputs.emit(done.frames + 1, frame, last)
-        done.frames += 1
+        with signals_held():  # Ctrl-C after the frame's lines and their count, never between
+            keep_going = outputs.emit(done.frames + 1, frame, last)
+            done.frames += 1
         if not keep_going:
             if source.live:
                 done.stopped = "the window"
