@@ -314,6 +314,11 @@ class IoUNetExperiment(Experiment):
             samples, module.backbone, module.layers, **options, tests_per_reference=grouped
         )
 
+    def provenance(self, module: nn.Module) -> dict[str, str]:
+        """:meth:`Experiment.provenance` and the loss (``mse`` or the EBM loss's name), which
+        says how a tracker climbs the head (:func:`~ebmtrack.models.serialization.head_loss`)."""
+        return {**super().provenance(module), "loss": self.loss.name}
+
     def trained_model(self, module) -> nn.Module:
         return module.iou_net
 
