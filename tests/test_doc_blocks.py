@@ -12,6 +12,8 @@ does not run fails here.
 - What cannot run here (a GPU, a camera or a window, a data set that is not in ``../shared``,
   hours of training, installing) is in :data:`NOT_RUN`, with the reason; an entry that matches
   no block fails, and so does a block that neither runs nor is listed.
+- Output examples that print numbers (docs/live.md's boxes files) are compared with what the
+  command writes today, so they cannot go stale silently.
 """
 
 from __future__ import annotations
@@ -223,3 +225,47 @@ def test_the_blocks_of_a_page_run(page, scratch, capsys, monkeypatch):
             code = compile(_local(_shorter(text), scratch), f"{name}:{line}", "exec")
             exec(code, namespace)
     print(f"{page}: {time.perf_counter() - tic:.1f} s")
+
+
+def _example_lines(page: str, heading: str) -> dict[str, list[str]]:
+    """The first ``text`` block under ``heading`` of ``page``: its lines by the file each
+    ``# runs/NAME: ...`` comment names."""
+    text = (ROOT / page).read_text(encoding="utf-8").split(f"## {heading}", 1)[1]
+    block = next(FENCE.finditer(text)).group(2)
+    lines: dict[str, list[str]] = {}
+    name = ""
+    for line in block.splitlines():
+        named = re.match(r"# (runs/\S+):", line)
+        if named:
+            name = named.group(1)
+        elif line and not line.startswith("#"):
+            lines.setdefault(name, []).append(line)
+    return lines
+
+
+def _numbers_close(shown: str, written: str) -> bool:
+    """The same line but for the last digits of its numbers: boxes to 0.05 px, scores and
+    confidences to 0.005 (the int8 backbone's result moves with the CPU); a stale example
+    (0.7960 where the tracker now says 0.8553) is not close."""
+    pattern = r"-?\d+\.\d+"
+    if re.sub(pattern, "#", shown) != re.sub(pattern, "#", written):
+        return False
+    pairs = zip(map(float, re.findall(pattern, shown)), map(float, re.findall(pattern, written)))
+    return all(abs(a - b) <= (0.05 if abs(a) > 1 else 0.005) for a, b in pairs)
+
+
+@pytest.mark.slow
+def test_the_boxes_file_examples_are_what_track_writes(scratch, capsys, monkeypatch):
+    """docs/live.md's example lines of runs/jumping.txt, .csv and .jsonl are what
+    ``ebmtrack track`` writes on Jumping's first frames today, line for line."""
+    from ebmtrack.cli.main import main
+
+    monkeypatch.chdir(scratch)
+    examples = _example_lines("docs/live.md", "What is written")
+    assert set(examples) == {"runs/jumping.txt", "runs/jumping.csv", "runs/jumping.jsonl"}
+    for name, shown in examples.items():
+        args = ["track", "sequences/Jumping", "--init", "147,110,34,33", "--out", name]
+        assert main([*args, "--max-frames", "2", "--no-progress"]) == 0, capsys.readouterr().err
+        written = (scratch / name).read_text().splitlines()
+        for line in shown:
+            assert any(_numbers_close(line, w) for w in written), (name, line, written)

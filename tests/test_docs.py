@@ -115,3 +115,84 @@ def test_every_command_named_in_the_text_runs_a_file_or_module_that_exists():
                 missing.append(f"{path.relative_to(ROOT)}: python -m {name}")
     assert checked > 20, checked
     assert not missing, "\n".join(missing)
+
+
+PEERS = ROOT / "docs" / "results" / "peers.md"
+_NUMBER = re.compile(r"\d+\.\d")
+
+
+def _peer_table() -> list[dict]:
+    """The rows of NanoTrack's one table in docs/results/peers.md."""
+    section = _section(PEERS.read_text(encoding="utf-8"), "NanoTrack's numbers")
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    rows = []
+    for line in lines[2:]:
+        cells = dict(zip(header, (cell.strip() for cell in line.strip("|").split("|"))))
+        opencv = cells["OpenCV (`opencv-contrib-python-headless`)"]
+        version = re.search(r"\d+(?:\.\d+){2,3}", opencv)
+        rows.append({"sequences": cells["sequences"], "opencv": version.group(0),
+                     "AUC": cells["AUC"], "OP75": cells["OP75"]})
+    return rows
+
+
+def _nanotrack_quotes():
+    """(page:line, AUC or None, OP75 or None, OpenCV version or None, sequences or None) of
+    every NanoTrack number on a page: a table row of the peer itself (not "NanoTrack's
+    backbone") with an AUC or OP75 column, and "NanoTrack 69.6 / 48.8" in prose."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for page in pages:
+        header: list[str] = []
+        section = _section(PEERS.read_text(encoding="utf-8"), "NanoTrack's numbers")
+        text = page.read_text(encoding="utf-8")
+        if page == PEERS:
+            text = text.replace(section, "")  # the table itself
+        for number, line in enumerate(text.splitlines(), 1):
+            where = f"{page.relative_to(ROOT)}:{number}"
+            if not line.startswith("|"):
+                header = []
+                for auc, op75 in re.findall(r"NanoTrack(?:'s)? (\d+\.\d) / (\d+\.\d)", line):
+                    yield where, auc, op75, None, None
+                continue
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            if not header:
+                header = cells
+                continue
+            first = cells[0].replace("`", "").replace("*", "")
+            if not re.match(r"nanotrack($|,\s*opencv| \(opencv)", first, re.IGNORECASE):
+                continue
+            row = dict(zip(header, cells))
+            # AUC columns of the one-pass protocol ("AUC present" is the long-term one's).
+            auc = next((v for k, v in row.items() if re.match(r"AUC(?! present)", k)), None)
+            op75 = next((v for k, v in row.items() if k.startswith("OP75")), None)
+            op75 = op75 or (re.search(r"OP75 (\d+\.\d)", auc or "") or [None, None])[1]
+            version = re.search(r"OpenCV (\d+(?:\.\d+){2,3})", line + " ".join(header))
+            found = [_NUMBER.search(v).group(0) if v and _NUMBER.search(v) else None
+                     for v in (auc, op75)]
+            if any(found):
+                yield where, *found, version and version.group(1), row.get("sequences")
+
+
+def test_every_page_quotes_nanotracks_numbers_from_its_one_table():
+    """A NanoTrack AUC / OP75 anywhere is a row of the dated table in docs/results/peers.md:
+    the pair from one row, the row of the OpenCV it names, the 5-sequence row only with 5/5
+    (69.5 / 43.1, 5.0's AUC on the 13 with the OP75 of 5 other sequences, made a head look 7
+    OP75 points ahead of NanoTrack instead of 1)."""
+    rows = _peer_table()
+    assert [r["AUC"] for r in rows if r["sequences"] == "the 13" and r["opencv"] == "5.1.0.95"] \
+        == ["69.6"]
+    wrong = []
+    for where, auc, op75, version, sequences in _nanotrack_quotes():
+        fits = [
+            r for r in rows
+            if auc in (None, r["AUC"]) and op75 in (None, r["OP75"])
+            and version in (None, r["opencv"])
+            and (sequences is None or (sequences == "5/5") == (r["sequences"] != "the 13"))
+        ]
+        if not fits:
+            wrong.append(f"{where}: AUC {auc}, OP75 {op75}, OpenCV {version}, {sequences}")
+    assert not wrong, "NanoTrack numbers that are no row of docs/results/peers.md:\n" + "\n".join(
+        wrong
+    )
+    quoted = list(_nanotrack_quotes())
+    assert len(quoted) >= 10 and any(w.startswith("README.md") for w, *_ in quoted)

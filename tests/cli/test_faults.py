@@ -9,6 +9,8 @@ seconds each new interpreter costs.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -177,6 +179,38 @@ def test_bad_render_path_leaves_the_boxes_file_alone(sequence, tmp_path):
     line = error_line(ebmtrack(*args), "track")
     assert f"--render {render}: {tmp_path / 'file'} is a file, not a folder" in line
     assert out.read_text() == "an earlier run\n"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_after_a_frame_is_written_counts_that_frame(sequence, tmp_path, cli,
+                                                            monkeypatch, signum):
+    """Ctrl-C (or SIGTERM) that lands after frame 3's lines are written, before they were
+    counted, said 2 boxes while the .partial files held 3: the count printed is the count
+    written, in the boxes file and the video alike."""
+    from ebmtrack.cli import track
+
+    emit = track._Outputs.emit
+
+    def emit_then_signal(self, index, frame, results):
+        keep_going = emit(self, index, frame, results)
+        if index == 3:
+            os.kill(os.getpid(), signum)  # handled at once, where no handler is held
+        return keep_going
+
+    monkeypatch.setattr(track._Outputs, "emit", emit_then_signal)
+    out, render = tmp_path / "boxes.csv", tmp_path / "video.avi"
+    args = ["track", sequence, "--init", INIT, "--tracker", "kcf", "--out", out, "--render", render]
+    code = {signal.SIGINT: 130, signal.SIGTERM: 143}[signum]
+    line = error_line(cli(*args, "--no-progress"), "track", code=code)
+    word = "interrupted" if signum == signal.SIGINT else "terminated (SIGTERM)"
+    assert line == (
+        f"ebmtrack track: {word}; 3 of 6 boxes written to {out}.partial; "
+        f"3 of 6 frames written to {render}.partial"
+    )
+    assert len(Path(f"{out}.partial").read_text().splitlines()) == 1 + 3  # the header, 3 rows
+    video = cv2.VideoCapture(f"{render}.partial")
+    assert int(video.get(cv2.CAP_PROP_FRAME_COUNT)) == 3
+    video.release()
 
 
 def test_undecodable_frame_keeps_the_old_file_and_a_partial(sequence, tmp_path, cli):

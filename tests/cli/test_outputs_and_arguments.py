@@ -103,6 +103,37 @@ def test_eval_out_inside_the_data_set_is_refused(data, cli):
     assert snapshot(data) == before
 
 
+@pytest.fixture
+def linked(data, tmp_path):
+    """A data set ``linked`` whose one sequence is a link to ``data/Square0``."""
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "Square0").symlink_to(data / "Square0")
+    return tmp_path / "linked"
+
+
+@pytest.mark.parametrize("through", ["link", "real path"])
+def test_eval_out_inside_a_linked_sequence_is_refused(data, linked, through, cli):
+    """The sequences' real folders are compared, not the data set's: results written through
+    a link (or by the real path, with the links as the data set) would land in the sequence."""
+    before = snapshot(data)
+    out = (linked if through == "link" else data) / "Square0" / "res"
+    line = error_line(cli("eval", linked, "--trackers", "kcf", "--out", out), "eval")
+    assert f"lies inside the sequence folder of Square0 {data.resolve() / 'Square0'}" in line
+    assert snapshot(data) == before and not out.exists()
+
+
+@pytest.mark.parametrize("source", ["img", "linked img"])
+def test_track_out_onto_the_ground_truth_beside_img_is_refused(sequence, linked, source, cli):
+    """Frames in ``img/`` are a sequence's: its folder, with the ground truth, is an input."""
+    frames = sequence / "img" if source == "img" else linked / "Square0" / "img"
+    before = snapshot(sequence)
+    for out in (sequence / "groundtruth_rect.txt", linked / "Square0" / "boxes.txt"):
+        line = error_line(cli("track", frames, "--init", INIT, "--tracker", "kcf", "--out", out),
+                          "track")
+        assert f"lies inside the sequence folder {sequence.resolve()}" in line
+    assert snapshot(sequence) == before
+
+
 # 2. negative numbers, and argument errors in one line -------------------------------------
 
 

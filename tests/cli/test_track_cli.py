@@ -154,3 +154,45 @@ def test_bad_options(sequence, capsys):
     if not torch.cuda.is_available():
         assert main([*base, "--device", "cuda"]) == 2
         assert "CUDA is not available" in _error_line(capsys)
+
+
+def test_max_frames_tracks_the_first_frames_and_completes(sequence, tmp_path, capsys):
+    """``--max-frames N`` ends the run after N frames as at the source's end: the complete file
+    is written (no .partial), the summary counts N; N below 1 is one argument error line."""
+    out, video = tmp_path / "boxes.txt", tmp_path / "boxes.gif"
+    args = ["track", str(sequence), "--init", "50,40,40,32", "--tracker", "kcf", "--out", str(out)]
+    assert main([*args, "--render", str(video), "--max-frames", "3", "--no-progress"]) == 0
+    assert len(out.read_text().splitlines()) == 3 and video.is_file()
+    assert "ebmtrack track: 3 frames, 1 target" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["boxes.gif", "boxes.txt", "seq"]
+    assert main([*args, "--max-frames", "9", "--no-progress"]) == 0  # more than there are
+    assert len(out.read_text().splitlines()) == 5
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--max-frames", "0"])
+    assert exit_.value.code == 2
+    assert "argument --max-frames: must be an integer >= 1, got '0'" in _error_line(capsys)
+
+
+@pytest.mark.parametrize(
+    "command, flag, hint",
+    [
+        ("track", "--serach-size", " (did you mean --search-size?)"),
+        ("track", "--no-such-flag", ""),
+        ("eval", "--runz", " (did you mean --runs?)"),
+    ],
+)
+def test_an_unknown_flag_is_the_commands_error(sequence, tmp_path, capsys, command, flag, hint):
+    """The line starts ``ebmtrack COMMAND: error:`` as for every other argument error (argparse
+    reports unknown words from the top parser, as ``ebmtrack: error:``), names the closest
+    flag of that command, and nothing runs."""
+    base = {
+        "track": ["track", str(sequence), "--init", "50,40,40,32", "--tracker", "kcf"],
+        "eval": ["eval", str(sequence.parent), "--trackers", "kcf", "--out", str(tmp_path / "e")],
+    }[command]
+    with pytest.raises(SystemExit) as exit_:
+        main([*base, flag, "3"])
+    assert exit_.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"ebmtrack {command}: error: unrecognized arguments: {flag} 3{hint}"]
+    assert not (tmp_path / "e").exists()

@@ -1,13 +1,18 @@
 """``ebmtrack trackers``: every tracker, what it is and what its variant sets, on one screen;
-``ebmtrack trackers NAME``: every option with its default. And the progress bar never shares a
-line with a warning."""
+``ebmtrack trackers NAME``: every option with its default, what it does and its values. And
+the progress bar never shares a line with a warning."""
 
 import re
+from pathlib import Path
 
+import pytest
 from cli_helpers import ebmtrack, error_line, generated_sequences
 
 from ebmtrack.cli.main import main
-from ebmtrack.tracking.registry import default_options, tracker_names
+from ebmtrack.tracking.registry import check_options, default_options, tracker_names
+from ebmtrack.values import OptionError
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_list_names_every_tracker_on_one_screen(capsys, monkeypatch):
@@ -21,15 +26,67 @@ def test_the_list_names_every_tracker_on_one_screen(capsys, monkeypatch):
     assert "scale search" in atom
 
 
+def _entries(out: str) -> dict[str, str]:
+    """``KEY -> the entry's text`` (its continuation lines joined) of ``trackers NAME``."""
+    entries, key = {}, None
+    for line in out.splitlines()[2:-1]:
+        match = re.match(r"^  (\w+)=(\S+)\s*(.*)$", line)
+        if match:
+            key = match.group(1)
+            entries[key] = f"{match.group(2)} {match.group(3)}"
+        else:
+            entries[key] += " " + line.strip()
+    return entries
+
+
 def test_one_tracker_lists_its_options_with_their_defaults(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
     assert main(["trackers", "ATOM-polished"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("atom-polished: ")
-    items = dict(re.findall(r"(\w+)=(\S+)", out.split("\n", 1)[1]))
+    items = {key: text.split()[0] for key, text in _entries(out).items()}
     assert set(items) == set(default_options("atom-polished"))
     assert items["box_mode"] == "polished" and items["search_size"] == "288"
     assert max(map(len, out.splitlines())) <= 100
+
+
+def test_each_option_says_what_it_does_and_its_values(capsys, monkeypatch):
+    """One entry per option with its meaning and allowed values, read from the parameter
+    dataclass's own field docs and checks (no second copy), and the page that explains them."""
+    from ebmtrack.tracking.atom.params import AtomParams
+    from ebmtrack.tracking.option_docs import docstring_entries
+    from ebmtrack.tracking.params import SearchRegionParams
+
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["trackers", "atom"]) == 0
+    out = capsys.readouterr().out
+    entries = _entries(out)
+    assert len(entries) == len(default_options("atom")) > 50
+    assert out.rstrip().endswith("docs/atom.md")
+    assert (ROOT / "docs" / "atom.md").is_file()
+    assert "capacity of the sample memory." in entries["memory_size"]
+    assert docstring_entries(SearchRegionParams)["memory_size"] == "capacity of the sample memory."
+    assert "[one of iou, ebm]" in entries["box_climb"]
+    assert "one of refine, scale, position, gated, polished" in entries["box_mode"]
+    assert docstring_entries(AtomParams)["box_climb"].startswith("how the head's output is climbed")
+    assert "[in (0, 1]]" in entries["size_update_rate"]
+    assert "also --search-size VALUE" in entries["search_size"]
+    assert "[true or false]" in entries["aug_flip"]
+
+
+def test_peer_trackers_list_only_the_options_they_use(capsys):
+    """csrt reads no model files (model_dir is refused, not listed); nanotrack names
+    --peer-models, and not --backbone, which it refuses."""
+    assert main(["trackers", "csrt"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("csrt: takes no options") and "model_dir" not in out
+    assert main(["trackers", "nanotrack"]) == 0
+    entries = _entries(capsys.readouterr().out)
+    assert set(entries) == {"model_dir", "backbone", "neckhead"}
+    assert "also --peer-models DIR" in entries["model_dir"]
+    assert "--backbone" not in entries["backbone"]
+    with pytest.raises(OptionError, match="tracker 'csrt' reads no model files"):
+        check_options("csrt", {"model_dir": "peers"})
 
 
 def test_an_unknown_tracker_is_one_line(capsys):

@@ -105,3 +105,27 @@ def test_create_builds_the_registered_tracker():
     assert ok and abs(box[0] - 33) <= 4 and abs(box[1] - 31) <= 4
     with pytest.raises(ValueError, match="tracker 'atom' reads no model files"):
         ebmtrack.TrackerATOM.create(model_dir="x")
+
+
+def test_update_before_init_names_the_opencv_methods():
+    """The OpenCV-style classes speak of their own methods, not the native track() /
+    initialize() behind them; after init() update() works."""
+    from ebmtrack.lite.cv_style import OpenCVStyleTracker as LiteStyleTracker
+
+    class Native:
+        def initialize(self, frame, box):
+            pass
+
+        def track(self, frame):
+            if not hasattr(self, "started"):
+                raise ValueError("track() called before initialize(frame, box)")
+            return TrackResult(np.array([1.0, 2.0, 3.0, 4.0]), 0.5, TrackStatus.NORMAL)
+
+    frame = coloured_frames(1)[0]
+    for style in (OpenCVStyleTracker, LiteStyleTracker):
+        wrapped = style(Native())
+        with pytest.raises(ValueError, match=r"^update\(image\) called before init\(image, "):
+            wrapped.update(frame)
+        wrapped.tracker.started = True
+        wrapped.init(frame, (1, 2, 3, 4))
+        assert wrapped.update(frame) == (True, (1, 2, 3, 4))

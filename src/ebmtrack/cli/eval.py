@@ -16,6 +16,7 @@ from ebmtrack.cli.main import (
     check_output_folder,
     non_negative_int,
     positive_int,
+    sequence_folder,
     threads,
 )
 from ebmtrack.cli.options import OPTION_HELP, parse_option
@@ -236,6 +237,17 @@ def _specs(args: argparse.Namespace, labels: dict[str, str], create: bool) -> tu
     return specs, built
 
 
+def _inputs(root, sequences) -> dict[str, Path]:
+    """The folders ``--out`` must stay out of: the data set, and each sequence's folder by its
+    real path (a data set of linked sequences keeps them elsewhere)."""
+    inputs = {"data set": Path(root)}
+    for sequence in sequences:
+        if sequence.frames:
+            folder = sequence_folder(sequence.frames[0].parent)
+            inputs.setdefault(f"sequence folder of {sequence.name}", folder)
+    return inputs
+
+
 def _command_line(args: argparse.Namespace) -> str:
     """The command that reproduces this evaluation, for the report."""
     words = ["ebmtrack", "eval", args.dataset]
@@ -333,7 +345,7 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise CLIError(f"--seen names sequences not in the data set: {', '.join(unknown)}")
     check_output_folder(args.out)
-    check_not_an_input(args.out, "--out", {"data set": Path(root)})
+    check_not_an_input(args.out, "--out", _inputs(root, sequences))
     specs, built = _specs(args, labels, create=not args.report_only)
     runs = args.runs or 1
     if args.report_only:

@@ -21,6 +21,7 @@ import re
 import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -206,10 +207,20 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def sequence_folder(frames: Path) -> Path:
+    """The folder of the sequence whose frames are in ``frames``, links resolved: ``frames``
+    itself, or its parent when the frames sit in ``img/`` (OTB, LaSOT: the ground truth is
+    beside ``img/``)."""
+    found = Path(frames).resolve()
+    return found.parent if found.name == "img" else found
+
+
 def check_not_an_input(path: Path, flag: str, inputs: dict[str, Path | None]) -> None:
     """Refuse an output that would replace an input: ``path`` that is one of ``inputs`` (what ->
     path; a link or another name of the same file counts) or lies inside an input folder.
-    CLIError naming ``flag``; nothing is written by a refused command."""
+    Both sides are compared with their links resolved, so an output reached through a link
+    into an input folder (or an input reached through one) is refused too. CLIError naming
+    ``flag``; nothing is written by a refused command."""
     target = path.resolve()
     for what, source in inputs.items():
         if source is None or not Path(source).exists():
@@ -282,6 +293,34 @@ def _on_sigterm(signum, frame) -> None:
     raise Terminated()
 
 
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Run the block whole: a SIGINT or SIGTERM that arrives inside it takes effect when it
+    ends (its handler runs then: KeyboardInterrupt, :class:`Terminated`), so a unit of work and
+    the count of what it wrote are never split by Ctrl-C. Outside the main thread, where no
+    handler can be set, the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[tuple[int, object]] = []
+
+    def hold(signum: int, frame) -> None:
+        pending.append((signum, frame))
+
+    previous = {signum: signal.signal(signum, hold) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum, frame in pending[:1]:
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, frame)
+            elif handler != signal.SIG_IGN:  # the default action: delivered again, unheld
+                os.kill(os.getpid(), signum)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ebmtrack import __version__
 
@@ -315,7 +354,9 @@ def _quiet_opencv() -> None:
 def main(argv: list[str] | None = None) -> int:
     _quiet_opencv()  # before the sub-commands' modules import OpenCV
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _unrecognized(parser, getattr(args, "command", None), unknown)
     if getattr(args, "func", None) is None:  # no command: a usage error, as argparse's
         parser.print_help(sys.stderr)
         return EXIT_ERROR
@@ -356,6 +397,24 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _unrecognized(parser: argparse.ArgumentParser, command: str | None, words: list[str]):
+    """Refuse words no option takes, as the command's own parser (``ebmtrack COMMAND: error:``,
+    not the top parser's ``ebmtrack: error:``), naming the closest option of that command."""
+    import difflib
+
+    subparsers = next(
+        (a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None
+    )
+    owner = subparsers.choices.get(command, parser) if command and subparsers else parser
+    message = f"unrecognized arguments: {' '.join(words)}"
+    options = [o[2:] for a in owner._actions for o in a.option_strings if o.startswith("--")]
+    flag = next((w.partition("=")[0] for w in words if w.startswith("--")), None)
+    close = difflib.get_close_matches(flag[2:], options, n=1, cutoff=0.7) if flag else []
+    if close:
+        message += f" (did you mean --{close[0]}?)"
+    owner.error(message)
 
 
 def console_main(argv: list[str] | None = None) -> int:

@@ -34,6 +34,9 @@ from ebmtrack.cli.main import (
     add_threads_argument,
     check_not_an_input,
     check_output_file,
+    positive_int,
+    sequence_folder,
+    signals_held,
     threads,
 )
 from ebmtrack.cli.options import OPTION_HELP
@@ -105,6 +108,13 @@ def add_parser(subparsers) -> None:
         default=[],
         metavar="KEY=VALUE",
         help=f"any option of the tracker, e.g. size_update_rate=0.5 ({OPTION_HELP})",
+    )
+    parser.add_argument(
+        "--max-frames",
+        type=positive_int,
+        metavar="N",
+        help="track only the first N frames of SOURCE (the first is the initial box), then "
+        "finish as at its end (default: all)",
     )
     add_threads_argument(parser)
     add_progress_argument(parser)
@@ -187,9 +197,13 @@ def _init_boxes(args: argparse.Namespace) -> list | None:
 
 
 def _inputs(args: argparse.Namespace) -> dict[str, Path | None]:
-    """What the run reads from files, by what it is (a path an output must not replace)."""
+    """What the run reads from files, by what it is (a path an output must not replace). A
+    source folder of frames in ``img/`` is a sequence's: its parent, with the ground truth, is
+    an input too."""
+    source = Path(args.source)
     return {
-        "source": Path(args.source),
+        "source": source,
+        "sequence folder": sequence_folder(source) if source.is_dir() else None,
         "--init-file": args.init_file,
         "--weights file": args.weights,
         "--backbone-weights file": args.backbone_weights,
@@ -234,6 +248,10 @@ def run(args: argparse.Namespace) -> int:
         resolve_format(args.format, args.out, len(inits))
     name, options = tracker_settings(args)
     source = open_source(args.source, skip_bad=args.on_bad_frame == "skip")
+    if args.max_frames is not None:
+        source.frames = _first(source.frames, args.max_frames)
+        if source.count is not None:  # a live source's end stays unknown: it may end first
+            source.count = min(source.count, args.max_frames)
     source.frames = prefetch(source.frames)  # decoded ahead in a thread, beside the tracker
     first = next(source.frames, None)
     if first is None:
@@ -257,6 +275,20 @@ def run(args: argparse.Namespace) -> int:
         raise
     print(done.summary(args, fmt, len(boxes)), file=sys.stderr)
     return 0
+
+
+def _first(frames, count: int):
+    """The first ``count`` items of ``frames``; ``frames`` is closed after them (a video's
+    capture released) rather than read to its end."""
+    try:
+        for index, frame in enumerate(frames):
+            yield frame
+            if index + 1 >= count:
+                return
+    finally:
+        close = getattr(frames, "close", None)
+        if close is not None:
+            close()
 
 
 @dataclass
@@ -389,8 +421,9 @@ def _loop(tracker, first, boxes, source, outputs: _Outputs, progress, done: _Run
     last = [(np.asarray(box), math.nan, "normal", math.nan) for box in boxes]
     frame = first
     while True:
-        keep_going = outputs.emit(done.frames + 1, frame, last)
-        done.frames += 1
+        with signals_held():  # Ctrl-C after the frame's lines and their count, never between
+            keep_going = outputs.emit(done.frames + 1, frame, last)
+            done.frames += 1
         if not keep_going:
             if source.live:
                 done.stopped = "the window"

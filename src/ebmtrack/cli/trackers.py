@@ -294,11 +294,14 @@ def add_parser(subparsers) -> None:
         help="list the trackers, what each is and the options it sets; NAME: all its options",
         description=(
             "Without NAME: every registered tracker, what it is and the options its variant "
-            "sets (one screen). With NAME: every option of that tracker with its default, as "
-            "--option KEY=VALUE takes them (track, demo; eval: --option NAME.KEY=VALUE)."
+            "sets (one screen). With NAME: every option of that tracker with its default, what "
+            "it does and the values it takes, as --option KEY=VALUE takes them (track, demo; "
+            "eval: --option NAME.KEY=VALUE), and the page that explains them."
         ),
     )
-    parser.add_argument("name", nargs="?", help="a tracker: list all its options with defaults")
+    parser.add_argument(
+        "name", nargs="?", help="a tracker: each of its options, its default, meaning and values"
+    )
     parser.set_defaults(func=run_trackers)
 
 
@@ -310,6 +313,53 @@ def _shown(value) -> str:
     return "none" if value is None else str(value)
 
 
+# Options a flag of track / demo / eval sets, and how the flag is written.
+_OPTION_FLAGS = {
+    **{spec.option: f"{flag} {'VALUE' if spec.value is None else ''}".strip()
+       for flag, spec in FLAGS.items()},
+    "backbone_runtime": "--onnx for onnx",
+    "model_dir": "--peer-models DIR",
+    "device": "--device",
+}
+_PATH_FLAGS = {"--weights", "--backbone-weights"}
+
+
+def _print_options(name: str, width: int) -> None:
+    """Each option of tracker ``name``: ``KEY=DEFAULT``, what it does, the values it takes and
+    the flag that sets it, one entry each (:func:`~ebmtrack.tracking.option_docs.option_docs`,
+    read from the code's own docs), then the page that explains them."""
+    import textwrap
+
+    from ebmtrack.tracking.option_docs import option_docs, tracker_page
+    from ebmtrack.tracking.registry import kind_refusal
+
+    docs = option_docs(name)
+    if not docs:
+        print(f"{name}: takes no options")
+    else:
+        print(f"{name}: {len(docs)} option(s), set with --option KEY=VALUE (eval: --option "
+              f"{name}.KEY=VALUE)")
+        print("KEY=DEFAULT, what it does [the values it takes; the flag that sets it too]")
+    pad = 30
+    for doc in docs:
+        head = f"{doc.name}={_shown(doc.default)}"
+        # A flag of a kind the tracker is not is refused (nanotrack's backbone is a file).
+        flag = _OPTION_FLAGS.get(doc.name, "") if kind_refusal(name, doc.name) is None else ""
+        if flag.split(" ")[0] in _PATH_FLAGS:
+            flag = flag.replace("VALUE", "FILE")
+        notes = "; ".join(n for n in (doc.allowed, flag and f"also {flag}") if n)
+        text = f"{doc.text or '(undocumented)'}" + (f" [{notes}]" if notes else "")
+        first = f"  {head}".ljust(pad) if len(head) + 3 < pad else None
+        lines = textwrap.wrap(text, max(width - pad, 30))
+        if first is None:
+            print(f"  {head}")
+            first = " " * pad
+        print(first + lines[0])
+        for line in lines[1:]:
+            print(" " * pad + line)
+    print(f"What they do in full, and how they were chosen: {tracker_page(name)}")
+
+
 def run_trackers(args: argparse.Namespace) -> int:
     import shutil
     import textwrap
@@ -317,7 +367,6 @@ def run_trackers(args: argparse.Namespace) -> int:
     from ebmtrack.tracking.registry import (
         TrackerVariant,
         canonical_name,
-        default_options,
         get_factory,
         tracker_names,
     )
@@ -326,17 +375,7 @@ def run_trackers(args: argparse.Namespace) -> int:
     if args.name is not None:
         name = canonical_name(args.name)
         get_factory(name)  # an unknown name: the registry's line, with the closest one
-        defaults = default_options(name)
-        items = [f"{key}={_shown(value)}" for key, value in sorted(defaults.items())]
-        print(f"{name}: {len(items)} option(s) (--option KEY=VALUE), with their defaults")
-        line = ""
-        for item in items:  # cells of 25 characters, a long item taking several
-            cell = item.ljust(-(-(len(item) + 2) // 25) * 25)
-            if line and len(line) + len(cell.rstrip()) > width:
-                print(line.rstrip())
-                line = ""
-            line += cell
-        print(line.rstrip())
+        _print_options(name, width)
         return 0
     names = tracker_names()
     pad = max(len(name) for name in names) + 2

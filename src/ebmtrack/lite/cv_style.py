@@ -39,6 +39,7 @@ class OpenCVStyleTracker:
             raise ValueError(f"color must be one of {', '.join(COLORS)}, got {color!r}")
         self.tracker, self.color = tracker, color
         self.result: TrackResult | None = None
+        self._started = False
 
     @classmethod
     def create(cls, folder: str | Path, color: str = "bgr", **options) -> OpenCVStyleTracker:
@@ -58,11 +59,13 @@ class OpenCVStyleTracker:
     def init(self, image: np.ndarray, boundingBox) -> None:  # noqa: N803 (OpenCV's name)
         """Start on ``image`` with the target at ``boundingBox`` (x, y, w, h)."""
         self.tracker.initialize(self._rgb(image), np.asarray(boundingBox, dtype=np.float64))
-        self.result = None
+        self.result, self._started = None, True
 
     def update(self, image: np.ndarray) -> tuple[bool, tuple[int, int, int, int]]:
         """``(ok, (x, y, w, h))``: the box rounded to whole pixels; ``ok`` False when the
-        tracker reports the target not found."""
+        tracker reports the target not found. ValueError before :meth:`init`."""
+        if not self._started:
+            raise ValueError("update(image) called before init(image, boundingBox)")
         self.result = self.tracker.track(self._rgb(image))
         box = tuple(int(round(float(v))) for v in self.result.box)
         return self.result.status not in (TrackStatus.NOT_FOUND, TrackStatus.LOST), box

@@ -10,8 +10,11 @@ A head is trained on one backbone's features, so the header also records its pro
 (:data:`PROVENANCE`): ``backbone_weights``, the key of the backbone weights the features came
 from (:func:`~ebmtrack.models.backbones.onnx_files.weights_key`, a short sha256),
 ``backbone_weights_from`` (where those weights came from, e.g. ``random initialisation
-(pretrained: false)``) and ``trained_on`` (the precision and runtime of the training).
-:func:`check_backbone` refuses a head whose backbone weights are not the tracker's.
+(pretrained: false)``), ``trained_on`` (the precision and runtime of the training) and, for a
+box head, ``loss``, the loss that trained it (``mse``: it predicts IoU; an EBM loss such as
+``nce+``: it scores an energy f(x, y)), which says how a tracker may climb it
+(:func:`head_loss`). :func:`check_backbone` refuses a head whose backbone weights are not the
+tracker's.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ __all__ = [
     "PROVENANCE",
     "canonical_bytes",
     "check_backbone",
+    "head_loss",
     "load_model",
     "read_model_config",
     "read_provenance",
@@ -46,7 +50,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 FORMAT = "ebmtrack-model"
-PROVENANCE = ("backbone_weights", "backbone_weights_from", "trained_on")
+PROVENANCE = ("backbone_weights", "backbone_weights_from", "trained_on", "loss")
 """The header entries that say what a head was trained on (see the module's docstring)."""
 
 # class name -> (class, config dataclass); every model takes its config as first argument.
@@ -125,6 +129,22 @@ def read_provenance(path: str | Path) -> dict[str, str]:
     were recorded)."""
     metadata = _metadata(Path(path))
     return {key: metadata[key] for key in PROVENANCE if key in metadata}
+
+
+def head_loss(path: str | Path) -> str | None:
+    """The loss that trained the box head at ``path`` (``mse``, ``nce+``, ...): its header's
+    ``loss``; for a file written before heads recorded it, the shipped table's entry of a
+    shipped file with the same bytes (:data:`ebmtrack.weights.SHIPPED`); None when neither
+    says."""
+    import hashlib
+
+    from ebmtrack.weights.table import SHIPPED
+
+    recorded = read_provenance(path).get("loss")
+    if recorded:
+        return recorded
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return next((e.loss for e in SHIPPED if e.sha256 == digest and e.loss), None)
 
 
 def trained_features(path: str | Path) -> str:

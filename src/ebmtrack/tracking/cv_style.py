@@ -44,6 +44,7 @@ class OpenCVStyleTracker:
             raise ValueError(f"color must be one of {', '.join(COLORS)}, got {color!r}")
         self.tracker, self.color = tracker, color
         self.result: TrackResult | None = None
+        self._started = False  # init() was called: update() is refused before it
 
     @classmethod
     def create(cls, color: str = "bgr", threads: int | None = None, **options):
@@ -66,13 +67,15 @@ class OpenCVStyleTracker:
     def init(self, image: np.ndarray, boundingBox) -> None:  # noqa: N803 (OpenCV's name)
         """Start on ``image`` with the target at ``boundingBox`` (x, y, w, h)."""
         self.tracker.initialize(self._rgb(image), np.asarray(boundingBox, dtype=np.float64))
-        self.result = None
+        self.result, self._started = None, True
 
     def update(self, image: np.ndarray) -> tuple[bool, tuple[int, int, int, int]]:
         """``(ok, (x, y, w, h))`` on the next frame: the box rounded to whole pixels, as
         OpenCV's trackers give it; ``ok`` False when the tracker reports the target not found
         (the box is then where it was last seen) or lost (``atom-lt``: the box is its best
-        candidate, below the re-acquisition test)."""
+        candidate, below the re-acquisition test). ValueError before :meth:`init`."""
+        if not self._started:
+            raise ValueError("update(image) called before init(image, boundingBox)")
         self.result = self.tracker.track(self._rgb(image))
         box = tuple(int(round(float(v))) for v in self.result.box)
         return self.result.status not in (TrackStatus.NOT_FOUND, TrackStatus.LOST), box

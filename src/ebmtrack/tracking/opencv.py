@@ -125,7 +125,9 @@ class OpenCVTracker:
             for vit).
     """
 
-    def __init__(self, kind: str, model_dir: str | Path | None = None, **model_paths) -> None:
+    def __init__(
+        self, kind: str, model_dir: str | Path | None = None, **model_paths: str | Path | None
+    ) -> None:
         if kind not in _FACTORIES:
             raise ValueError(
                 f"unknown OpenCV tracker {kind!r}; valid: {', '.join(OPENCV_TRACKERS)}"

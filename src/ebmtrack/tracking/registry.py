@@ -134,11 +134,14 @@ class TrackerVariant:
         return resolve(self.params_type)
 
     def options(self) -> set[str]:
-        """The option names this variant takes."""
-        names = _keyword_names(self.build_function) | set(self.more_options)
+        """The option names this variant takes: not those of a kind it is not
+        (:class:`TrackerKind`; ``model_dir`` for ``csrt``, which its factory has as a keyword
+        for the DNN trackers) unless it names them in ``more_options``."""
+        names = _keyword_names(self.build_function)
         if self.params_type is not None:
             names |= set(self.parameters.names())
-        return names
+        names = {n for n in names if _refusal(self.kind, self.name or "", n) is None}
+        return names | set(self.more_options)
 
     def check(self, options: dict, name: str = "") -> None:
         """The one check of this variant's options, before anything is built: renamed options
@@ -164,6 +167,10 @@ class TrackerVariant:
             refusal = _refusal(self.kind, name, key)
             if refusal is not None:
                 raise OptionError(refusal, key)
+        if unknown and not valid:
+            raise OptionError(
+                f"tracker {name!r} takes no option(s) {', '.join(unknown)}: it has none", *unknown
+            )
         if unknown:
             hints = [_did_you_mean(key, valid) for key in unknown]
             if all(hints):  # typos: the closest names say more than the ~50 valid ones

@@ -79,6 +79,11 @@ class BoxLossConfig:
                 f"{', '.join(accepted) or 'none'}"
             )
 
+    def entry(self) -> dict[str, str]:
+        """The ``loss`` header entry of a head this trained
+        (:func:`~ebmtrack.models.serialization.head_loss`)."""
+        return {"loss": self.name}
+
     def resolved_params(self) -> dict[str, Any]:
         """The recipe's hyper-parameters updated with ``params``."""
         return {**EBM_RECIPES.get(self.name, {}), **self.params}

@@ -179,7 +179,7 @@ class Experiment(ABC):
     def provenance(self, module: nn.Module) -> dict[str, str]:
         """What :attr:`model_file`'s header records of the training
         (:data:`~ebmtrack.models.serialization.PROVENANCE`): the backbone weights the features
-        came from (a tracker with other weights refuses the file) and the precision."""
+        came from (a tracker with other weights refuses the file), the precision, a head's loss."""
         from ebmtrack.models.serialization import backbone_provenance
 
         if self.backbone_weights:
@@ -202,7 +202,8 @@ class Experiment(ABC):
         else:
             head = "bfloat16 autocast" if self.trainer.cpu_bf16 else "float32"
         trained_on = f"torch {torch.__version__.split('+')[0]}, {device}: {backbone}, head {head}"
-        return backbone_provenance(module.backbone, origin, trained_on)
+        loss_entry = getattr(getattr(self, "loss", None), "entry", dict)  # a box head's loss
+        return {**backbone_provenance(module.backbone, origin, trained_on), **loss_entry()}
 
     @abstractmethod
     def streamed_samples(self, samples: Dataset, module: nn.Module, training: bool) -> Dataset:

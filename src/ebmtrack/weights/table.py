@@ -56,6 +56,8 @@ class ShippedFile:
             :mod:`ebmtrack.weights.packed`).
         sha256: the file's sha256 (the calibrator's and the backbone's readers refuse a file
             that differs; ``tests/weights`` checks every one), None where not recorded.
+        loss: a box head's training loss, for the shipped heads written before their headers
+            recorded it (:func:`~ebmtrack.models.serialization.head_loss`).
     """
 
     role: str
@@ -63,6 +65,7 @@ class ShippedFile:
     tag: str
     file: str
     sha256: str | None = None
+    loss: str | None = None
 
     @property
     def path(self) -> Path:
@@ -93,6 +96,7 @@ SHIPPED: tuple[ShippedFile, ...] = (
         DEFAULT_TAG,
         "iou_net_mobilenetv2.safetensors",
         "89c01721bda7e82789184af29a5d3d2bd71fbd140caf443a0808a3e8d4792a4d",
+        loss="mse",
     ),
     # The IoU-Net trained with NCE+ on the training pack (atom-polished, dimp-nce+).
     ShippedFile(
@@ -101,6 +105,7 @@ SHIPPED: tuple[ShippedFile, ...] = (
         "pack",
         "iou_net_pack_mobilenetv2.safetensors",
         "37aa45f14316e50f47b15d81be8c8c7e34114bb36737492a675ea0057c2a53f5",
+        loss="nce+",
     ),
     ShippedFile(
         "dimp-classifier",

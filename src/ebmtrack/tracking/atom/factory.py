@@ -10,6 +10,7 @@ from ebmtrack.models.serialization import check_backbone, load_model, trained_fe
 from ebmtrack.tracking.atom.params import HEAD_MODES, AtomParams
 from ebmtrack.tracking.atom.tracker import AtomTracker
 from ebmtrack.tracking.calibrator import resolve_calibrator
+from ebmtrack.tracking.head_climb import check_head_climb
 from ebmtrack.tracking.params import require_device
 from ebmtrack.weights import DEFAULT_TAG, shipped_file
 
@@ -52,7 +53,9 @@ def create_atom_tracker(
     Raises:
         ValueError: a parameter out of range (:class:`~ebmtrack.values.OptionError`), weights
             made for another backbone or trained on other weights of it
-            (:func:`~ebmtrack.models.serialization.check_backbone`), or a CUDA device on a
+            (:func:`~ebmtrack.models.serialization.check_backbone`), a head trained to score
+            another kind than ``box_climb`` climbs
+            (:func:`~ebmtrack.tracking.head_climb.check_head_climb`), or a CUDA device on a
             machine without one.
         FileNotFoundError: a weights file that does not exist.
     """
@@ -91,5 +94,7 @@ def build_atom(
     head_features = "float32"
     if box_head is not None:  # trained on these backbone weights' features?
         check_backbone(weights, net, "IoU-Net", backbone_weights)
+        # Climbed as what it was trained to score (its file records the loss).
+        check_head_climb(weights, atom_params.box_climb, atom_params.box_mode, "ATOM")
         head_features = trained_features(weights)
     return tracker_type(net, box_head, atom_params, confidence, head_features=head_features)

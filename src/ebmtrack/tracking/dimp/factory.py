@@ -14,6 +14,7 @@ from ebmtrack.models.serialization import check_backbone, load_model
 from ebmtrack.tracking.calibrator import resolve_calibrator
 from ebmtrack.tracking.dimp.params import DiMPParams
 from ebmtrack.tracking.dimp.tracker import DiMPTracker
+from ebmtrack.tracking.head_climb import check_head_climb
 from ebmtrack.tracking.params import require_device
 
 __all__ = ["create_dimp_tracker"]
@@ -101,6 +102,7 @@ def create_dimp_tracker(
     # Trained on these backbone weights' features?
     if box_head is not None:
         check_backbone(weights, net, "box head", backbone_weights)
+        check_head_climb(weights, "ebm", dimp_params.box_mode, "dimp-nce+")  # an energy's climb
     if classifier is not None:
         check_backbone(classifier_weights, net, "DiMP classifier", backbone_weights)
     if classifier is None:

@@ -1,0 +1,238 @@
+"""What each option of a registered tracker does and which values it takes, read from the code's
+own documentation: the field entries of its parameter dataclass's docstring (``name: what it
+does``, the class that declares the field first), the ``Args:`` of its factory, and the checks
+the options go through (:meth:`~ebmtrack.tracking.registry.TrackerVariant.check`), so that
+``ebmtrack trackers NAME`` never holds a second copy that could drift.
+
+>>> [(d.name, d.allowed) for d in option_docs("atom") if d.name == "box_climb"]
+[('box_climb', 'one of iou, ebm')]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import re
+import typing
+from dataclasses import dataclass
+
+__all__ = ["OptionDoc", "docstring_entries", "option_docs", "tracker_page"]
+
+# A docstring entry: ``name: text`` or ``a, b, c: text`` at the start of an indented line.
+_ENTRY = re.compile(r"^(\s+)(\*{0,2}[A-Za-z_]\w*(?:, [A-Za-z_]\w*)*): (.+)$")
+_ROLE = re.compile(r":\w+:`~?([\w.\s]+)`")
+# The pages that document each tracker package's options (by the factory's package).
+PAGES = {"atom": "docs/atom.md", "dimp": "docs/dimp.md", "opencv": "docs/evaluation.md"}
+_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "text"}
+_PROBES = {str: "\x01", int: -1, float: -1.0}  # values no option takes: the check says why
+
+
+@dataclass(frozen=True)
+class OptionDoc:
+    """One option of a tracker.
+
+    Attributes:
+        name: the option (``--option NAME=VALUE``).
+        default: its value when none is given (the variant's, else the dataclass's).
+        text: what it does, the first sentence of its own documentation.
+        allowed: the values it takes, as its check says them (``one of iou, ebm``, ``in (0,
+            1]``) or else its kind (``a number``, ``a list``, ``a file``).
+    """
+
+    name: str
+    default: object
+    text: str
+    allowed: str
+
+
+def docstring_entries(obj) -> dict[str, str]:
+    """``name -> text`` of every ``name: text`` entry of ``obj``'s docstring (``Args:``,
+    ``Attributes:`` and the parameter dataclasses' sections); an entry naming several fields
+    (``a, b: text``) gives each the text; continuation lines (deeper indented) are joined."""
+    entries: dict[str, str] = {}
+    current: list[str] | None = None
+    indent = 0
+    for line in (inspect.getdoc(obj) or "").splitlines():
+        depth = len(line) - len(line.lstrip())
+        match = _ENTRY.match(" " + line) if line.strip() else None
+        if match and (current is None or len(match.group(1)) - 1 <= indent):
+            indent = len(match.group(1)) - 1
+            current = [match.group(3)]
+            for name in match.group(2).split(", "):
+                entries[name.lstrip("*")] = current  # type: ignore[assignment]
+        elif current is not None and line.strip() and depth > indent:
+            current.append(line.strip())
+        else:
+            current = None
+    return {name: " ".join(parts) for name, parts in entries.items()}  # type: ignore[arg-type]
+
+
+def _plain(text: str) -> str:
+    """Docstring markup out: ``x`` -> x, :class:`~a.b.C` -> C."""
+    text = _ROLE.sub(lambda m: "".join(m.group(1).split()).rsplit(".", 1)[-1], text)
+    return re.sub(r"``([^`]*)``", r"\1", text)
+
+
+def _first_sentence(text: str, longest: int = 120) -> str:
+    """Up to the first full stop that ends a sentence (not ``e.g.``, ``eq. 2``, ``0.5``); a
+    longer one up to its first clause (``: `` or ``; ``), with ``...``."""
+    match = re.search(r"(?<!e\.g)(?<!i\.e)(?<!eq)\.(\s|$)", text)
+    sentence = text[: match.start() + 1] if match else text
+    if len(sentence) > longest:
+        depth = 0
+        for index, char in enumerate(sentence):
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if depth == 0 and index > 15 and sentence[index : index + 2] in (": ", "; "):
+                return sentence[:index] + " ..."
+    return sentence
+
+
+def _resolve(reference: str):
+    """The object a ``:class:`` / ``:func:`` reference names (None if it does not import)."""
+    module, _, attribute = "".join(reference.split()).lstrip("~").rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError, ValueError):
+        return None
+
+
+def _referenced(text: str, name: str) -> str | None:
+    """For ``see :class:`X``` the entry ``name`` of X's docstring."""
+    match = re.match(r"see :\w+:`([^`]+)`", text)
+    target = _resolve(match.group(1)) if match else None
+    return docstring_entries(target).get(name) if target is not None else None
+
+
+def _factory_texts(target) -> dict[str, str]:
+    """The ``Args:`` of a factory (a class: of it and its ``__init__``); entries it lacks come
+    from the callables its docstring names (``built as :func:`X` builds ...``)."""
+    texts = docstring_entries(target)
+    if inspect.isclass(target):
+        texts = {**texts, **docstring_entries(target.__init__)}
+    for reference in re.findall(r":func:`([^`]+)`", inspect.getdoc(target) or ""):
+        named = _resolve(reference)
+        if named is not None:
+            texts = {**docstring_entries(named), **texts}
+    return texts
+
+
+def _field_texts(params_type: type) -> dict[str, str]:
+    """Each field -> its text, from the class that declares it first (a subclass that changes
+    a default only keeps the base class's description)."""
+    texts: dict[str, str] = {}
+    for cls in reversed(params_type.__mro__):
+        own = docstring_entries(cls) if dataclasses.is_dataclass(cls) else {}
+        for name in getattr(cls, "__annotations__", {}):
+            if name not in texts and name in own:
+                texts[name] = _referenced(own[name], name) or own[name]
+    return texts
+
+
+def _kind(annotation) -> str:
+    if annotation in _KINDS:
+        return _KINDS[annotation]
+    others = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if len(others) == 1 and len(typing.get_args(annotation)) == 2:  # X | None
+        return f"{_kind(others[0])} or none".lstrip()
+    text = str(annotation)
+    if typing.get_origin(annotation) is tuple or text.startswith("tuple"):
+        return "a list"
+    if "Path" in text:
+        return "a path or none"
+    return ""
+
+
+def _said(err: Exception, name: str) -> str | None:
+    """What an option's check says its value must be (``one of iou, ebm``, ``in (0, 1]``,
+    ``must exceed the 30 first-frame samples``), when the error is about ``name``."""
+    if name not in getattr(err, "options", ()):
+        return None
+    text = str(err)
+    valid = re.search(r"valid names: \[(.+)\]", text)
+    if valid:
+        return "one of " + valid.group(1).replace("'", "")
+    said = re.search(rf"{name} must (.+?)(?:, got |$)", text)
+    if not said:
+        return None
+    rule = said.group(1).rstrip(".")
+    return rule[3:] if rule.startswith("be ") else f"must {rule}"
+
+
+def _allowed(variant, name: str, annotation) -> str:
+    """What the option's check says it must be, for a value no option takes (the parameter
+    dataclass's own check first, with its defaults; then the variant's, with its parameter
+    set); else its kind."""
+    probe = _PROBES.get(annotation)
+    if probe is not None:
+        params_type = variant.parameters
+        checks = [lambda: variant.check({name: probe})]
+        if dataclasses.is_dataclass(params_type) and name in params_type.__dataclass_fields__:
+            checks.insert(0, lambda: params_type(**{name: probe}))
+        for check in checks:
+            try:
+                check()
+            except (ValueError, TypeError) as err:
+                said = _said(err, name)
+                if said:
+                    return said
+    return _kind(annotation)
+
+
+def tracker_page(name: str) -> str:
+    """The page that documents tracker ``name`` and its options."""
+    from ebmtrack.tracking.registry import TrackerVariant, get_factory
+
+    factory = get_factory(name)
+    target = factory.factory if isinstance(factory, TrackerVariant) else factory
+    module = target if isinstance(target, str) else getattr(target, "__module__", "") or ""
+    if not isinstance(target, str) and hasattr(target, "func"):  # functools.partial
+        module = target.func.__module__
+    parts = module.split(":")[0].split(".")
+    package = parts[2] if len(parts) > 2 and parts[:2] == ["ebmtrack", "tracking"] else ""
+    return PAGES.get(package, "docs/guide.md")
+
+
+def option_docs(name: str) -> list[OptionDoc]:
+    """Every option tracker ``name`` takes
+    (:func:`~ebmtrack.tracking.registry.accepted_options`), sorted, with its default, what it
+    does and its allowed values."""
+    from ebmtrack.tracking.registry import (
+        TrackerVariant,
+        accepted_options,
+        canonical_name,
+        default_options,
+        get_factory,
+    )
+
+    name = canonical_name(name)
+    factory = get_factory(name)
+    defaults = default_options(name)
+    texts: dict[str, str] = {}
+    hints: dict[str, object] = {}
+    if isinstance(factory, TrackerVariant):
+        build = factory.build_function
+        target = getattr(build, "func", build)  # a functools.partial: the callable
+        function = target.__init__ if inspect.isclass(target) else target
+        texts.update(_factory_texts(target))
+        hints.update(typing.get_type_hints(function))
+        spread = next(
+            (p.name for p in inspect.signature(function).parameters.values()
+             if p.kind == p.VAR_KEYWORD), None,
+        )
+        for extra in factory.more_options:  # taken through **kwargs: that entry and type
+            if spread is not None:
+                texts.setdefault(extra, texts.get(spread, ""))
+                hints.setdefault(extra, hints.get(spread))
+        params_type = factory.parameters
+        if dataclasses.is_dataclass(params_type):
+            texts.update(_field_texts(params_type))
+            hints.update(typing.get_type_hints(params_type))
+    docs = []
+    for option in sorted(accepted_options(name)):
+        text = _first_sentence(" ".join(_plain(texts.get(option, "")).split()))
+        allowed = _allowed(factory, option, hints.get(option)) if isinstance(
+            factory, TrackerVariant
+        ) else _kind(hints.get(option))
+        docs.append(OptionDoc(option, defaults.get(option), text, allowed))
+    return docs
