@@ -23,7 +23,7 @@ def test_the_list_names_every_tracker_on_one_screen(capsys, monkeypatch):
     starts = [line.split()[0] for line in lines if line and not line[0].isspace()]
     assert set(tracker_names()) <= set(starts)
     atom = next(line for line in lines if line.startswith("atom "))
-    assert "scale search" in atom
+    assert "siamese box estimator" in atom
 
 
 def _entries(out: str) -> dict[str, str]:
