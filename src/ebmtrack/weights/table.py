@@ -121,7 +121,7 @@ SHIPPED: tuple[ShippedFile, ...] = (
         "mobilenetv2",
         DEFAULT_TAG,
         "confidence_mobilenetv2.json",
-        "2c3a380fe1378112277cb85691d845a07841c490b5485412f3bbcc79166fd75c",
+        "7552145432ec6b035db95256f230b3c0df0b121a52ca9555944f63307da91e43",
     ),
     # The activation ranges of the int8 backbone (backbone_runtime="onnx-int8").
     ShippedFile("int8-ranges", "mobilenetv2", DEFAULT_TAG, "int8_ranges.json"),
