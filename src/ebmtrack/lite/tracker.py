@@ -351,8 +351,8 @@ class LiteTracker:
         where it is not the state's."""
         params, mode, scale = self.params, self.mode, region.scale
         center_crop, reported = position, None
+        inverse = invert_affine(region.matrix)
         if self.siamese is not None and refine:
-            inverse = invert_affine(region.matrix)
             found = self.siamese.locate(
                 frame, apply_matrix(inverse, position), state.size, state.template
             )
@@ -360,7 +360,6 @@ class LiteTracker:
             center_crop = apply_matrix(region.matrix, found.center)
         if factor != 1.0 and refine:
             state.size = blend_size(state.size, state.size * factor, params["size_update_rate"])
-        inverse = invert_affine(region.matrix)
         if mode.head and refine:
             refined = self._refine(state, feats, center_crop, state.size * scale)
             if refined is not None and (not mode.gate or refined[1] >= params["box_accept_margin"]):

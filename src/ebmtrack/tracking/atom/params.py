@@ -114,10 +114,11 @@ class AtomParams(SearchRegionParams):
     box_accept_margin: float = 0.1
     scale_factors: tuple[float, ...] = (1 / 1.05, 1.05)
     scale_search_interval: int = 1
-    siamese_window: float = 0.455
-    siamese_penalty: float = 0.055
-    siamese_size_rate: float = 0.37
-    siamese_context: float = 0.5
+    # the siamese decoding's defaults are its config's (one source)
+    siamese_window: float = SiameseBoxConfig.siamese_window
+    siamese_penalty: float = SiameseBoxConfig.siamese_penalty
+    siamese_size_rate: float = SiameseBoxConfig.siamese_size_rate
+    siamese_context: float = SiameseBoxConfig.siamese_context
 
     box_modes: ClassVar[tuple[str, ...]] = BOX_MODES
     head_modes: ClassVar[tuple[str, ...]] = HEAD_MODES
