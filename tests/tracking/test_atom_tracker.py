@@ -89,6 +89,18 @@ def iou(a, b):
     return float(iou_xywh(torch.as_tensor(a), torch.as_tensor(b)))
 
 
+def reported_and_states(tracker, sequence):
+    """The boxes ``tracker`` reports on the frames after the first of ``sequence`` (frames,
+    boxes), and its state (centre, size) after each: two (N - 1, 4) arrays."""
+    frames, boxes = sequence
+    tracker.initialize(frames[0], boxes[0])
+    reported, states = [], []
+    for frame in frames[1:]:
+        reported.append(tracker.track(frame).box)
+        states.append(np.concatenate([tracker.state.center, tracker.state.size]))
+    return np.array(reported), np.array(states)
+
+
 @pytest.mark.slow
 def test_follows_a_translating_object_with_the_classifier_alone(imagenet_backbone, device):
     frames, boxes = moving_object_sequence()
@@ -433,17 +445,12 @@ def test_a_head_box_reported_only_never_moves_the_state(backbone, iou_net):
     """With box_mode="polished" the tracker's state follows the scale search exactly as
     without a head (same centres and sizes on every frame), and the boxes it reports are the
     head's: mapped from the crop, they differ from the state's."""
-    frames, boxes = moving_object_sequence(num_frames=8)
+    sequence = moving_object_sequence(num_frames=8)
     search = {"search_size": 96, "scale_factors": (1 / 1.05, 1.05), "seed": 0}
 
     def run(iou_net, **params):
-        tracker = AtomTracker(backbone, iou_net, AtomParams(**search, **params))
-        tracker.initialize(frames[0], boxes[0])
-        reported, states = [], []
-        for frame in frames[1:]:
-            reported.append(tracker.track(frame).box)
-            states.append(np.concatenate([tracker.state.center, tracker.state.size]))
-        return np.array(reported), np.array(states)
+        return reported_and_states(AtomTracker(backbone, iou_net, AtomParams(**search, **params)),
+                                   sequence)
 
     alone_boxes, alone_states = run(None, box_mode="scale")
     reported, states = run(iou_net, box_mode="polished")
@@ -500,17 +507,11 @@ def test_the_siamese_box_follows_a_growing_object(imagenet_backbone):
 def test_siamese_polished_reports_the_heads_box_and_keeps_the_siamese_state(backbone, iou_net):
     """box_mode="siamese-polished": the state follows the siamese estimator exactly as with
     "siamese" (same centres and sizes), and the reported boxes are the head's refinement."""
-    frames, boxes = moving_object_sequence(num_frames=6)
+    sequence = moving_object_sequence(num_frames=6)
 
     def run(iou_net, mode):
         params = AtomParams(search_size=96, seed=0, box_mode=mode)
-        tracker = AtomTracker(backbone, iou_net, params)
-        tracker.initialize(frames[0], boxes[0])
-        reported, states = [], []
-        for frame in frames[1:]:
-            reported.append(tracker.track(frame).box)
-            states.append(np.concatenate([tracker.state.center, tracker.state.size]))
-        return np.array(reported), np.array(states)
+        return reported_and_states(AtomTracker(backbone, iou_net, params), sequence)
 
     alone_boxes, alone_states = run(None, "siamese")
     reported, states = run(iou_net, "siamese-polished")
