@@ -13,11 +13,13 @@ from contextlib import contextmanager
 __all__ = [
     "DEFAULT_THREADS",
     "configure_threads",
+    "configured_threads",
     "retain_freed_memory",
     "torch_threads",
 ]
 
 DEFAULT_THREADS = 1
+_CONFIGURED: list[int] = []  # the last configure_threads's
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
@@ -41,6 +43,7 @@ def configure_threads(threads: int | None = None) -> int:
         threads = DEFAULT_THREADS
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
         raise ValueError(f"threads must be an int >= 0 (0: the libraries' own), got {threads!r}")
+    _CONFIGURED[:] = [threads]
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if threads == 0:
         return 0
@@ -52,11 +55,24 @@ def configure_threads(threads: int | None = None) -> int:
     return threads
 
 
+def configured_threads() -> int:
+    """The threads :func:`configure_threads` last set in this process (0: the libraries' own),
+    :data:`DEFAULT_THREADS` before any call: what the torch-free runtime's ONNX Runtime
+    sessions take where no count is given."""
+    return _CONFIGURED[0] if _CONFIGURED else DEFAULT_THREADS
+
+
 @contextmanager
 def torch_threads(threads: int | None) -> Iterator[None]:
     """Run the block with ``threads`` torch CPU threads (``None``: leave them), restoring the
-    previous number after."""
-    if threads is None:
+    previous number after; where PyTorch is not installed there are none to set."""
+    import importlib.util
+
+    try:
+        installed = importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        installed = False
+    if threads is None or not installed:
         yield
         return
     import torch

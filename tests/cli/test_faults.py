@@ -306,7 +306,7 @@ def test_dnn_peers_name_the_flag_they_need(sequence, cli):
 
 def test_backbones_without_shipped_weights_name_the_flag(sequence, cli):
     for backbone, needs in (("resnet18", "torchvision's"), ("nanotrack", "nanotrack_backbone")):
-        done = cli("track", sequence, "--init", INIT, "--backbone", backbone)
+        done = cli("track", sequence, "--init", INIT, "--backbone", backbone, "--runtime", "torch")
         line = error_line(done, "track")
         assert f"--backbone {backbone} needs --backbone-weights FILE" in line and needs in line
         assert "=" not in line
@@ -323,7 +323,7 @@ def test_peer_models_flag_reaches_nanotrack_vit_and_the_nanotrack_backbone(seque
     for extra in (["--tracker", "vit"], ["--tracker", "nanotrack"], ["--backbone", "nanotrack"]):
         args = ["track", sequence, "--init", INIT, *extra, "--peer-models", SHARED_PEERS]
         if extra[0] == "--backbone":
-            args += ["--search-size", "128", "--threads", "1"]
+            args += ["--search-size", "128", "--threads", "1", "--runtime", "torch"]
         done = cli(*args, "--no-progress")
         assert done.returncode == 0, done.stderr
         assert len(done.stdout.splitlines()) == 6
