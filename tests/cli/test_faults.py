@@ -153,6 +153,7 @@ def test_track_onnx_export_that_cannot_be_written(sequence, tmp_path):
     home = tmp_path / "home"
     home.write_text("a file, not a folder\n")
     args = ["track", sequence, "--init", INIT, "--onnx", "--search-size", "128", "--no-progress"]
+    args += ["--runtime", "torch"]  # the torch tracker exports its backbone into the cache
     done = subprocess.run(
         [*EBMTRACK, *map(str, args)], capture_output=True, text=True, env={**QUIET, "HOME": home}
     )
@@ -236,6 +237,7 @@ def test_box_crossing_the_edge_is_clipped_once(sequence, tracker, init, clipped,
 @pytest.mark.slow
 def test_atom_clips_a_huge_box_to_the_frame(sequence):
     args = ["track", sequence, "--init", "0,0,100000,100000", "--search-size", "128"]
+    args += ["--runtime", "torch"]
     done = ebmtrack(*args, "--threads", "1", "--no-progress")
     assert done.returncode == 0, done.stderr
     boxes = np.array([[float(v) for v in line.split(",")] for line in done.stdout.splitlines()])

@@ -52,7 +52,7 @@ def test_tracks_a_sequence_folder_and_renders(sequence, tmp_path, caplog):
     _needs_imagenet_weights()
     out, video = tmp_path / "boxes.txt", tmp_path / "out.mp4"
     args = [str(sequence), "--init", "50,40,40,32", "--out", str(out), "--render", str(video)]
-    code = main(["track", *args, "--search-size", "128", "--no-progress"])
+    code = main(["track", *args, "--no-progress"])  # the default: the runtime
     assert code == 0
     lines = out.read_text().splitlines()
     assert len(lines) == 5
@@ -75,7 +75,7 @@ def test_tracks_a_video_file_to_stdout(tmp_path, capsys):
         writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
     writer.release()
     code = main(
-        ["track", str(path), "--init", "50,40,40,32", "--search-size", "128", "--no-progress"]
+        ["track", str(path), "--init", "50,40,40,32", "--no-progress"]
     )
     assert code == 0
     assert len(capsys.readouterr().out.strip().splitlines()) == 4

@@ -134,7 +134,7 @@ def float64_training(monkeypatch) -> None:
 def test_the_first_frame_gives_the_torch_trackers_classifier(sequence, atom_export, monkeypatch):
     frames, box = frames_of(sequence, 1)
     float64_training(monkeypatch)
-    theirs = ebmtrack.load_tracker("atom")
+    theirs = ebmtrack.load_tracker("atom", runtime="torch")
     ours = lite.load(atom_export, training_dtype="float64")
     theirs.initialize(frames[0], box)
     ours.initialize(frames[0], box)
@@ -152,7 +152,7 @@ def step_by_step(export: Path, name: str, sequence: str, count: int, **options) 
     """Each frame tracked by both trackers from the same state (the torch tracker's, copied):
     [(torch result, lite result, lite state's box after the frame)]."""
     frames, box = frames_of(sequence, count)
-    theirs = ebmtrack.load_tracker(name, **options)
+    theirs = ebmtrack.load_tracker(name, runtime="torch", **options)
     ours = lite.load(export)
     theirs.initialize(frames[0], box)
     ours.initialize(frames[0], box)
