@@ -97,6 +97,15 @@ def lite_options(name: str) -> frozenset[str]:
     return frozenset(set(params) - set(FIXED) | set(_LITE_ARGUMENTS))
 
 
+@cache
+def _backbone_files(name: str) -> tuple[str, ...]:
+    """The backbone runtimes whose file ``name``'s shipped export holds (``onnx-int8``)."""
+    from ebmtrack.exports import shipped_export
+
+    manifest = json.loads((shipped_export(name) / "manifest.json").read_text(encoding="utf-8"))
+    return tuple(sorted(manifest["backbone"]["files"]))
+
+
 def check_lite_options(name: str, options: dict) -> None:
     """Refuse, as :class:`~ebmtrack.values.OptionError` naming them, the options the runtime
     does not take for ``name``'s shipped export: those only the torch tracker takes (its files,
@@ -104,6 +113,15 @@ def check_lite_options(name: str, options: dict) -> None:
     runtime. The values are checked when the tracker is built (:func:`ebmtrack.lite.load`)."""
     valid = lite_options(name)
     unknown = sorted(set(options) - valid)
+    runtime = options.get("backbone_runtime", "auto")
+    files = _backbone_files(name)
+    if not unknown and runtime != "auto" and runtime not in files:
+        raise OptionError(
+            f"tracker {name!r}: backbone_runtime={runtime!r}: the shipped export holds "
+            f"{', '.join(files)} only: use runtime='torch' (--runtime torch), or an export of "
+            "your own (ebmtrack export)",
+            "backbone_runtime",
+        )
     if not unknown:
         return
     import difflib
