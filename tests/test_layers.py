@@ -8,7 +8,7 @@ Layers, each allowed to import only the ones below it (docs/architecture.md)::
     api                              (ebmtrack.load_tracker)
     tracking, data
     models
-    ops, optim, ebm, process, values, files, weights
+    ops, optim, ebm, process, values, files, weights, exports
     lite                             (the torch-free runtime: imports no other ebmtrack package)
 
 Inside ``tracking``, the shared modules import neither ``atom`` nor ``dimp``, and those two do not
@@ -37,6 +37,7 @@ RANKS = {
     "files": 0,
     "values": 0,
     "weights": 0,
+    "exports": 0,
     "models": 1,
     "tracking": 2,
     "data": 2,

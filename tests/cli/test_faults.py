@@ -155,6 +155,7 @@ def test_track_onnx_export_that_cannot_be_written(sequence, tmp_path):
     home = tmp_path / "home"
     home.write_text("a file, not a folder\n")
     args = ["track", sequence, "--init", INIT, "--onnx", "--search-size", "128", "--no-progress"]
+    args += ["--runtime", "torch"]  # the torch tracker exports its backbone into the cache
     done = subprocess.run(
         [*EBMTRACK, *map(str, args)], capture_output=True, text=True, env={**QUIET, "HOME": home}
     )
@@ -270,6 +271,7 @@ def test_box_crossing_the_edge_is_clipped_once(sequence, tracker, init, clipped,
 @pytest.mark.slow
 def test_atom_clips_a_huge_box_to_the_frame(sequence):
     args = ["track", sequence, "--init", "0,0,100000,100000", "--search-size", "128"]
+    args += ["--runtime", "torch"]
     done = ebmtrack(*args, "--threads", "1", "--no-progress")
     assert done.returncode == 0, done.stderr
     boxes = np.array([[float(v) for v in line.split(",")] for line in done.stdout.splitlines()])
@@ -340,7 +342,7 @@ def test_dnn_peers_name_the_flag_they_need(sequence, cli):
 
 def test_backbones_without_shipped_weights_name_the_flag(sequence, cli):
     for backbone, needs in (("resnet18", "torchvision's"), ("nanotrack", "nanotrack_backbone")):
-        done = cli("track", sequence, "--init", INIT, "--backbone", backbone)
+        done = cli("track", sequence, "--init", INIT, "--backbone", backbone, "--runtime", "torch")
         line = error_line(done, "track")
         assert f"--backbone {backbone} needs --backbone-weights FILE" in line and needs in line
         assert "=" not in line
@@ -357,7 +359,7 @@ def test_peer_models_flag_reaches_nanotrack_vit_and_the_nanotrack_backbone(seque
     for extra in (["--tracker", "vit"], ["--tracker", "nanotrack"], ["--backbone", "nanotrack"]):
         args = ["track", sequence, "--init", INIT, *extra, "--peer-models", SHARED_PEERS]
         if extra[0] == "--backbone":
-            args += ["--search-size", "128", "--threads", "1"]
+            args += ["--search-size", "128", "--threads", "1", "--runtime", "torch"]
         done = cli(*args, "--no-progress")
         assert done.returncode == 0, done.stderr
         assert len(done.stdout.splitlines()) == 6

@@ -52,7 +52,7 @@ def test_tracks_a_sequence_folder_and_renders(sequence, tmp_path, caplog):
     _needs_imagenet_weights()
     out, video = tmp_path / "boxes.txt", tmp_path / "out.mp4"
     args = [str(sequence), "--init", "50,40,40,32", "--out", str(out), "--render", str(video)]
-    code = main(["track", *args, "--search-size", "128", "--no-progress"])
+    code = main(["track", *args, "--no-progress"])  # the default: the runtime
     assert code == 0
     lines = out.read_text().splitlines()
     assert len(lines) == 5
@@ -75,7 +75,7 @@ def test_tracks_a_video_file_to_stdout(tmp_path, capsys):
         writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
     writer.release()
     code = main(
-        ["track", str(path), "--init", "50,40,40,32", "--search-size", "128", "--no-progress"]
+        ["track", str(path), "--init", "50,40,40,32", "--no-progress"]
     )
     assert code == 0
     assert len(capsys.readouterr().out.strip().splitlines()) == 4
@@ -116,6 +116,7 @@ def test_weights_that_do_not_match(sequence, tmp_path, capsys):
     other = IoUNetConfig(backbone="resnet18", feature_layers=("layer2", "layer3"))
     path = save_model(AtomIoUNet(other), tmp_path / "resnet_head.safetensors")
     base = ["track", str(sequence), "--init", "50,40,40,32", "--tracker", "atom-iounet"]
+    base += ["--runtime", "torch"]  # the torch tracker reads --weights
     assert main([*base, "--weights", str(path)]) == 2
     assert "for backbone 'resnet18'" in _error_line(capsys)
     junk = tmp_path / "junk.safetensors"
@@ -133,7 +134,7 @@ def test_unreadable_frame_keeps_the_boxes_written_so_far(sequence, tmp_path, cap
     out = tmp_path / "boxes.txt"
     out.write_text("an earlier run\n")
     args = ["track", str(sequence), "--init", "50,40,40,32", "--out", str(out)]
-    assert main([*args, "--search-size", "128", "--no-progress"]) == 2
+    assert main([*args, "--no-progress"]) == 2
     assert out.read_text() == "an earlier run\n"  # replaced only by a complete file
     partial = tmp_path / "boxes.txt.partial"
     assert len(partial.read_text().splitlines()) == 3
@@ -145,10 +146,14 @@ def test_unreadable_frame_keeps_the_boxes_written_so_far(sequence, tmp_path, cap
 
 def test_bad_options(sequence, capsys):
     base = ["track", str(sequence), "--init", "50,40,40,32"]
-    assert main([*base, "--backbone", "vgg"]) == 2
+    assert main([*base, "--backbone", "vgg"]) == 2  # the runtime's export fixes it
+    assert "only the torch tracker takes" in _error_line(capsys)
+    assert main([*base, "--runtime", "torch", "--backbone", "vgg"]) == 2
     assert "unknown backbone 'vgg'" in _error_line(capsys)
-    assert main([*base, "--search-size", "100"]) == 2
+    assert main([*base, "--runtime", "torch", "--search-size", "100"]) == 2
     assert "multiple of 16" in _error_line(capsys)
+    assert main([*base, "--tracker", "csrt", "--runtime", "lite"]) == 2
+    assert "ships no export" in _error_line(capsys)
     assert main([*base, "--tracker", "nope"]) == 2
     assert "unknown tracker 'nope'" in _error_line(capsys)
     if not torch.cuda.is_available():

@@ -11,6 +11,7 @@ import torch
 
 import ebmtrack
 from ebmtrack.cli.main import main
+from ebmtrack.exports import SHIPPED_EXPORTS
 from ebmtrack.tracking import registry
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.weights import default_model, pack_box_head
@@ -74,25 +75,52 @@ REFUSED = [
 def test_the_same_options_are_refused_with_the_same_message(
     dataset, tmp_path, capsys, tracker, options, track_flags, eval_flags
 ):
+    # the torch trackers' options (the runtime's: test_the_runtime_refuses_torch_options_alike)
+    runtime = "torch" if tracker in SHIPPED_EXPORTS else None
+    flags = ["--runtime", "torch"] if runtime else []
     with pytest.raises(ValueError) as error:
-        ebmtrack.load_tracker(tracker, **options)
+        ebmtrack.load_tracker(tracker, runtime=runtime, **options)
     message = str(error.value)
     # The same message, after the flag the value came from where one value alone is wrong.
-    assert main(_track(dataset, tracker, *track_flags)) == 2
+    assert main(_track(dataset, tracker, *flags, *track_flags)) == 2
     track_flag = " ".join(track_flags[:2])
     assert _one_error(capsys, "track") in (message, f"{track_flag}: {message}")
-    assert main(_eval(dataset, tmp_path, tracker, *eval_flags)) == 2
+    assert main(_eval(dataset, tmp_path, tracker, *flags, *eval_flags)) == 2
     assert _one_error(capsys, "eval") in (message, f"{' '.join(eval_flags[:2])}: {message}")
+
+
+@pytest.mark.parametrize(
+    ("options", "track_flags", "eval_flags"),
+    [
+        ({"search_size": 256}, ["--search-size", "256"], ["--option", "atom.search_size=256"]),
+        ({"device": "cpu", "seed": 2}, ["--option", "device=cpu"], ["--option", "atom.device=cpu"]),
+        ({"backbone": "resnet18"}, ["--backbone", "resnet18"], ["--option", "atom.backbone=x"]),
+        ({"backbone_runtime": "onnx"}, ["--onnx"], ["--option", "atom.backbone_runtime=onnx"]),
+    ],
+)
+def test_the_runtime_refuses_torch_options_alike(
+    dataset, tmp_path, capsys, options, track_flags, eval_flags
+):
+    with pytest.raises(
+        ValueError, match=r"(torch tracker takes|export holds).*--runtime torch"
+    ) as error:
+        ebmtrack.load_tracker("atom", **options)
+    message = str(error.value)
+    assert main(_track(dataset, "atom", *track_flags)) == 2
+    assert _one_error(capsys, "track") == f"{' '.join(track_flags[:2])}: {message}"
+    assert main(_eval(dataset, tmp_path, "atom", *eval_flags)) == 2
+    assert _one_error(capsys, "eval") == f"{' '.join(eval_flags[:2])}: {message}"
 
 
 def test_weights_are_refused_where_they_mean_nothing(dataset, tmp_path, capsys):
     weights = str(default_model().box_head)
-    with pytest.raises(ValueError, match="with box_mode='scale' reads no box-head") as error:
-        ebmtrack.load_tracker("atom", weights=weights)
+    with pytest.raises(ValueError, match="with box_mode='siamese' reads no box-head") as error:
+        ebmtrack.load_tracker("atom", runtime="torch", weights=weights)
     # The error names the options it concerns, so every command names the flag behind them.
-    assert main(_track(dataset, "atom", "--weights", weights)) == 2
+    torch_runtime = ["--runtime", "torch"]
+    assert main(_track(dataset, "atom", *torch_runtime, "--weights", weights)) == 2
     assert _one_error(capsys, "track") == f"--weights {weights}: {error.value}"
-    assert main(_eval(dataset, tmp_path, "atom", "--weights", weights)) == 2
+    assert main(_eval(dataset, tmp_path, "atom", *torch_runtime, "--weights", weights)) == 2
     assert _one_error(capsys, "eval") == f"--weights {weights}: {error.value}"
     # A flag of a kind the tracker is not: refused naming the flag, on every route alike.
     with pytest.raises(ValueError, match="^tracker 'csrt' takes no box-head weights$"):
@@ -102,7 +130,7 @@ def test_weights_are_refused_where_they_mean_nothing(dataset, tmp_path, capsys):
     assert _one_error(capsys, "track") == refused
     assert main(_eval(dataset, tmp_path, "csrt", "--weights", weights)) == 2
     assert _one_error(capsys, "eval") == refused
-    both = ["--weights", weights, "--option", f"atom-iounet.weights={weights}"]
+    both = ["--weights", weights, "--option", f"atom-iounet.weights={weights}", *torch_runtime]
     assert main(_eval(dataset, tmp_path, "atom-iounet", *both)) == 2
     assert "given twice" in _one_error(capsys, "eval")
 

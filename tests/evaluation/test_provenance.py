@@ -25,13 +25,16 @@ def test_the_environment_names_the_versions():
 
 @pytest.mark.slow
 def test_a_tracker_of_ours_names_its_weights_precision_and_runtime():
-    tracker = ebmtrack.load_tracker("atom", precision="float32", backbone_runtime="torch")
+    tracker = ebmtrack.load_tracker(
+        "atom", runtime="torch", precision="float32", backbone_runtime="torch"
+    )
     info = tracker_provenance(tracker)
     assert info["backbone"] == "mobilenetv2"
     assert info["backbone_weights_sha256"] == shipped_backbone_weights("mobilenetv2")[1]
     assert info["precision"] == "float32" and info["backbone_runtime"] == "torch"
     assert info["device"] == "cpu"
-    polished = tracker_provenance(ebmtrack.load_tracker("atom-polished", precision="float32"))
+    polished = ebmtrack.load_tracker("atom-polished", runtime="torch", precision="float32")
+    polished = tracker_provenance(polished)
     assert list(polished["heads_state_sha256"]) == ["box_head"]  # ATOM's classifier: online
     assert len(polished["heads_state_sha256"]["box_head"]) == 64
     dimp = ebmtrack.load_tracker("dimp-nce+")

@@ -134,7 +134,7 @@ def float64_training(monkeypatch) -> None:
 def test_the_first_frame_gives_the_torch_trackers_classifier(sequence, atom_export, monkeypatch):
     frames, box = frames_of(sequence, 1)
     float64_training(monkeypatch)
-    theirs = ebmtrack.load_tracker("atom")
+    theirs = ebmtrack.load_tracker("atom", runtime="torch")
     ours = lite.load(atom_export, training_dtype="float64")
     theirs.initialize(frames[0], box)
     ours.initialize(frames[0], box)
@@ -152,7 +152,7 @@ def step_by_step(export: Path, name: str, sequence: str, count: int, **options) 
     """Each frame tracked by both trackers from the same state (the torch tracker's, copied):
     [(torch result, lite result, lite state's box after the frame)]."""
     frames, box = frames_of(sequence, count)
-    theirs = ebmtrack.load_tracker(name, **options)
+    theirs = ebmtrack.load_tracker(name, runtime="torch", **options)
     ours = lite.load(export)
     theirs.initialize(frames[0], box)
     ours.initialize(frames[0], box)
@@ -224,3 +224,83 @@ def test_the_first_frame_in_batches_gives_the_features_of_one_batch(atom_export,
     tracker.batch = len(images)
     whole = tracker._features(images)
     np.testing.assert_allclose(batched[tracker.layer], whole[tracker.layer], rtol=0, atol=1e-5)
+
+
+# What ebmtrack[train] adds to the default install (pyproject.toml): blocked, the commands run as
+# in a virtual environment made by `pip install ebmtrack`.
+TRAIN_MODULES = ("torch", "torchvision", "onnx", "scipy", "safetensors", "matplotlib", "skimage")
+EXTRA = "pip install 'ebmtrack[train]'"
+
+
+def run_command(args: list[str]) -> subprocess.CompletedProcess:
+    blocker = BLOCKER.replace(
+        'BLOCKED = {"torch", "torchvision", "onnx", "scipy", "PIL", "safetensors", "yaml",\n'
+        '           "matplotlib", "tqdm"}',
+        f"BLOCKED = {set(TRAIN_MODULES)!r}",
+    )
+    # as where the module is not installed: ModuleNotFoundError naming it
+    blocker = blocker.replace(
+        'raise ImportError(f"{name} is blocked in this test")',
+        'raise ModuleNotFoundError(f"No module named {name!r}", name=name)',
+    )
+    assert "ModuleNotFoundError" in blocker and "PIL" not in blocker
+    code = f"from ebmtrack.cli.main import console_main\nsys.exit(console_main({args!r}))\n"
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    return subprocess.run(
+        [sys.executable, "-c", blocker + code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory) -> Path:
+    """The first 4 frames of the demo clip, as a folder of frames."""
+    folder = tmp_path_factory.mktemp("clip")
+    source = Path(ebmtrack.__file__).parent / "demo_data" / "Couple" / "img"
+    for path in sorted(source.glob("*.jpg"))[:4]:
+        (folder / path.name).write_bytes(path.read_bytes())
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("args", "needs"),
+    [
+        (["export", "--tracker", "atom", "--out", "{tmp}/x"], "export needs PyTorch"),
+        (["track", "{clip}", "--init", "51,47,25,62", "--tracker", "dimp-nce+"], "needs PyTorch"),
+        (["track", "{clip}", "--init", "51,47,25,62", "--runtime", "torch"], "needs PyTorch"),
+        (["train", "--preset", "synthetic-smoke", "--out", "{tmp}/t"], "train needs PyTorch"),
+        (["regress1d", "--out", "{tmp}/r"], "regress1d needs PyTorch"),
+        (["trackers", "atom"], "trackers needs PyTorch"),
+    ],
+)
+def test_without_torch_a_command_that_needs_it_says_so_in_one_line(args, needs, clip, tmp_path):
+    done = run_command([a.format(tmp=tmp_path, clip=clip) for a in args])
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"ebmtrack {args[0]}: error: "), lines
+    assert needs in lines[0] and lines[0].endswith(EXTRA)
+
+
+@pytest.mark.slow
+def test_without_torch_the_default_commands_track(clip, tmp_path):
+    for args in (["--help"], ["trackers"], ["track", "--help"]):
+        done = run_command(args)
+        assert done.returncode == 0 and not done.stderr, done.stderr[-3000:]
+    out = tmp_path / "boxes.txt"
+    done = run_command(["track", str(clip), "--init", "51,47,25,62", "--out", str(out)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and len(out.read_text().splitlines()) == 4
+    demo = tmp_path / "demo"
+    done = run_command(["demo", "--out", str(demo), "--max-frames", "3", "--no-progress"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    # the plots are [train]'s: one warning line, the rest written
+    assert done.stderr.strip().splitlines() == [
+        "ebmtrack demo: warning: success.png and the other plots not written: they need "
+        f"matplotlib ({EXTRA})"
+    ]
+    assert {p.name for p in demo.iterdir()} == {"boxes.txt", "metrics.json", "demo.mp4", "demo.gif"}
+    metrics = json.loads((demo / "metrics.json").read_text())
+    assert metrics["produced_by"]["tracker"]["runtime"] == "lite"

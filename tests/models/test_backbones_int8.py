@@ -127,7 +127,9 @@ def test_refused_where_it_cannot_apply():
     with pytest.raises(ValueError, match="'onnx-int8' runs on the CPU"):
         AtomParams(backbone_runtime="onnx-int8", device="cuda")
     with pytest.raises(ValueError, match="pass precision='float32'"):
-        ebmtrack.load_tracker("atom", backbone_runtime="onnx-int8", precision="bfloat16")
+        ebmtrack.load_tracker(
+            "atom", runtime="torch", backbone_runtime="onnx-int8", precision="bfloat16"
+        )
 
 
 def test_weights_without_ranges_are_refused(tmp_path):
@@ -223,7 +225,9 @@ def test_the_default_tracker_runs_int8_in_float32_on_a_cpu(runtime):
     from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequence
 
     sequence = SyntheticSequence("int8", SyntheticConfig(num_frames=4), seed=(7, 0))
-    tracker = ebmtrack.load_tracker("atom", backbone_runtime=runtime, precision="float32")
+    tracker = ebmtrack.load_tracker(
+        "atom", runtime="torch", backbone_runtime=runtime, precision="float32"
+    )
     assert tracker.backbone_runtime == "onnx-int8" and tracker.search.extract.int8
     tracker.initialize(sequence.frame(0), sequence.init_box)
     for index in range(1, 4):

@@ -82,7 +82,7 @@ def test_a_registered_backbone_is_built_named_and_refused_by_name(toy):
     with pytest.raises(ValueError, match="no ImageNet weights ship for 'toy'"):
         create_backbone("toy")  # its spec names no weights: a file is needed
     with pytest.raises(OptionError, match="unknown backbone 'tyo'; valid names: .*'toy'"):
-        ebmtrack.load_tracker("atom", backbone="tyo")
+        ebmtrack.load_tracker("atom", runtime="torch", backbone="tyo")
     with pytest.raises(ValueError, match="already registered"):
         register_backbone(BackboneSpec("toy", Toy))
 
@@ -111,9 +111,16 @@ def test_trackers_run_end_to_end_on_the_toy_backbone_and_its_heads(toy, tmp_path
     classifier = DiMPClassifier(DiMPConfig.for_backbone(net)).eval()
     classifier_file = save_model(classifier, tmp_path / "dimp.safetensors")
     built = [
-        ebmtrack.load_tracker("atom", backbone="toy", backbone_weights=toy, **FAST),
         ebmtrack.load_tracker(
-            "atom-iounet", backbone="toy", backbone_weights=toy, weights=head, **FAST
+            "atom", runtime="torch", backbone="toy", backbone_weights=toy, **FAST
+        ),
+        ebmtrack.load_tracker(
+            "atom-iounet",
+            runtime="torch",
+            backbone="toy",
+            backbone_weights=toy,
+            weights=head,
+            **FAST,
         ),
         ebmtrack.load_tracker(
             "dimp-nce+",

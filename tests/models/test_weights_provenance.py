@@ -81,7 +81,7 @@ def test_a_head_of_other_backbone_weights_is_refused(heads_on_random_features, n
                                                      which):
     path = heads_on_random_features[which]
     with pytest.raises(ValueError) as error:
-        ebmtrack.load_tracker(name, **{option: path})
+        ebmtrack.load_tracker(name, runtime="torch", **{option: path})
     line = str(error.value)
     assert "\n" not in line
     assert f"trained on mobilenetv2 weights {weights_key_of(path)}" in line
@@ -102,7 +102,7 @@ def test_the_command_refuses_it_in_one_line(heads_on_random_features, tmp_path, 
     for k in range(2):
         cv2.imwrite(str(folder / f"{k:04d}.png"), np.full((64, 80, 3), 90, np.uint8))
     code = main(["track", str(folder), "--init", "10,10,20,20", "--tracker", "atom-iounet",
-                 "--weights", str(heads_on_random_features[0])])
+                 "--runtime", "torch", "--weights", str(heads_on_random_features[0])])
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "the tracker's backbone is mobilenetv2" in lines[0]
 

@@ -106,7 +106,7 @@ def test_an_old_parameter_name_says_what_replaced_it(old, new):
         with pytest.raises(ValueError, match=re.escape(f"tracker {name!r}: option {said}")):
             create_tracker(name, **{old: 1})
     with pytest.raises(OptionError, match=re.escape(f"option {said}")) as error:
-        load_tracker("atom", **{old: 1})
+        load_tracker("atom", runtime="torch", **{old: 1})
     assert error.value.options == (old,)
 
 

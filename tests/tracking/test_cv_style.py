@@ -95,7 +95,7 @@ def test_one_class_per_tracker_of_ours():
 @pytest.mark.slow
 def test_create_builds_the_registered_tracker():
     try:
-        tracker = ebmtrack.TrackerATOM.create(search_size=96, precision="float32")
+        tracker = ebmtrack.TrackerATOM.create(runtime="torch", search_size=96, precision="float32")
     except FileNotFoundError as err:  # the ImageNet weights' package is missing
         pytest.skip(str(err))
     assert isinstance(tracker.tracker, AtomTracker) and tracker.tracker.params.search_size == 96
@@ -104,7 +104,7 @@ def test_create_builds_the_registered_tracker():
     ok, box = tracker.update(frames[1])
     assert ok and abs(box[0] - 33) <= 4 and abs(box[1] - 31) <= 4
     with pytest.raises(ValueError, match="tracker 'atom' reads no model files"):
-        ebmtrack.TrackerATOM.create(model_dir="x")
+        ebmtrack.TrackerATOM.create(runtime="torch", model_dir="x")
 
 
 def test_update_before_init_names_the_opencv_methods():

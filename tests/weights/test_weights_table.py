@@ -90,6 +90,6 @@ def test_a_variant_on_another_backbone_names_that_backbone(name):
     # The head is looked up when the tracker is built, before the backbone (which for resnet18
     # needs a file): the line names resnet18, not the backbone the shipped head was made for.
     with pytest.raises(ValueError) as error:
-        ebmtrack.load_tracker(name, backbone="resnet18")
+        ebmtrack.load_tracker(name, runtime="torch", backbone="resnet18")
     assert str(error.value).startswith("no box-head weights ship for backbone 'resnet18'")
     assert "pass weights=FILE" in str(error.value)

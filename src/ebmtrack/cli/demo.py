@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
             backbone_weights=options.get("backbone_weights"),
             peer_models=options.get("model_dir"),
             device=options.get("device"),
+            runtime=options.get("runtime"),
             video=not args.no_video,
             max_frames=args.max_frames,
             progress=not args.no_progress,

@@ -20,7 +20,7 @@ from ebmtrack.cli.main import (
     threads,
 )
 from ebmtrack.cli.options import OPTION_HELP, parse_option
-from ebmtrack.cli.trackers import add_peer_models_argument, tracker_options
+from ebmtrack.cli.trackers import add_peer_models_argument, add_runtime_argument, tracker_options
 
 
 def _names(text: str) -> list[str]:
@@ -95,6 +95,7 @@ def add_parser(subparsers) -> None:
         "trackingnet: test/train/TRAIN_k, uav123: UAV123/UAV20L)",
     )
     add_peer_models_argument(parser)
+    add_runtime_argument(parser)
     parser.add_argument(
         "--option",
         action="append",
@@ -214,9 +215,11 @@ def _specs(args: argparse.Namespace, labels: dict[str, str], create: bool) -> tu
     options come from the flags (``--weights`` and ``--device`` for every tracker,
     ``--peer-models`` where it applies) and each label's ``--option`` items, by the route of
     ``track`` (:func:`~ebmtrack.cli.trackers.tracker_options`)."""
+    import functools
+
     from ebmtrack.evaluation.provenance import tracker_provenance
     from ebmtrack.evaluation.runner import TrackerSpec
-    from ebmtrack.tracking.registry import get_factory
+    from ebmtrack.tracking.runtime import build_tracker
 
     specs, built = [], {}
     flags = {"--device": args.device, "--weights": args.weights, "--peer-models": args.peer_models}
@@ -229,8 +232,11 @@ def _specs(args: argparse.Namespace, labels: dict[str, str], create: bool) -> tu
             optional=("--peer-models",),
             need_files=create,
             hint=lambda key, label=label: f"--option {label}.{key}=FILE",
+            runtime=args.runtime,
         )
-        spec = TrackerSpec(label, get_factory(name), options, tracker=name)
+        if args.runtime is not None:  # recorded with the results: runtimes are not mixed
+            options["runtime"] = args.runtime
+        spec = TrackerSpec(label, functools.partial(build_tracker, name), options, tracker=name)
         if create:
             built[label] = tracker_provenance(spec.create())
         specs.append(spec)
@@ -271,6 +277,7 @@ def _command_line(args: argparse.Namespace) -> str:
         ("--split", args.split),
         ("--peer-models", args.peer_models),
         ("--device", args.device),
+        ("--runtime", getattr(args, "runtime", None)),
         ("--pack", args.pack),
         ("--seen", ",".join(args.seen)),
     ):

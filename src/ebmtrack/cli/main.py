@@ -31,6 +31,16 @@ SUBCOMMANDS: tuple[str, ...] = ("demo", "eval", "export", "regress1d", "train", 
 
 EXIT_ERROR, EXIT_BROKEN_PIPE, EXIT_SIGINT, EXIT_SIGTERM = 2, 141, 130, 143
 
+# The modules ebmtrack[train] adds to the default install (pyproject.toml): a command that needs
+# one where it is missing says so in one line.
+TRAIN_MODULES = ("torch", "torchvision", "scipy", "matplotlib", "safetensors", "onnx", "skimage")
+
+
+def _needs_train(command: str, module: str | None) -> str:
+    top = (module or "torch").partition(".")[0]
+    what = "PyTorch" if top == "torch" else f"PyTorch and {top}"
+    return f"{command} needs {what} (ebmtrack[train]): pip install 'ebmtrack[train]'"
+
 
 class CLIError(Exception):
     """A user error: printed as one line on stderr, exit status 2, no traceback."""
@@ -386,6 +396,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_SIGINT
     except (CLIError, ValueError, OSError) as err:
         print(f"ebmtrack {command}: error: {_one_line(err)}", file=sys.stderr)
+        return EXIT_ERROR
+    except ModuleNotFoundError as err:
+        if (err.name or "").partition(".")[0] not in TRAIN_MODULES:
+            raise
+        # The default install: what trains, exports or runs a torch tracker is ebmtrack[train]'s.
+        print(f"ebmtrack {command}: error: {_needs_train(command, err.name)}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as err:
         if type(err).__module__ != "cv2":

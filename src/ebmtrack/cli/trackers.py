@@ -55,6 +55,19 @@ def add_peer_models_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--peer-models", type=Path, metavar="DIR", help=PEER_MODELS_HELP)
 
 
+def add_runtime_argument(parser: argparse.ArgumentParser) -> None:
+    """``--runtime lite|torch``: the same meaning in every command
+    (:mod:`ebmtrack.tracking.runtime`)."""
+    parser.add_argument(
+        "--runtime",
+        choices=("lite", "torch"),
+        help="lite: the tracker's export shipped in the package, run by ONNX Runtime without "
+        "PyTorch (the default for atom, atom-iounet, atom-polished); torch: the torch tracker "
+        "(pip install 'ebmtrack[train]'), which also takes --weights, --backbone, "
+        "--backbone-weights, --search-size and --device cuda",
+    )
+
+
 def add_tracker_arguments(parser: argparse.ArgumentParser) -> None:
     """``--tracker``, ``--weights``, ``--backbone``, ``--backbone-weights``, ``--peer-models``."""
     from ebmtrack.tracking.registry import tracker_names
@@ -70,7 +83,7 @@ def add_tracker_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="box-head weights (.safetensors) of the trackers that take them: an IoU-Net for "
         "the atom trackers, an EBM head for dimp-nce+ (option weights; default: the head "
-        "shipped for the tracker and backbone)",
+        "shipped for the tracker and backbone; --runtime torch)",
     )
     parser.add_argument(
         "--backbone",
@@ -87,6 +100,7 @@ def add_tracker_arguments(parser: argparse.ArgumentParser) -> None:
         "default: the backbone's shipped ImageNet weights",
     )
     add_peer_models_argument(parser)
+    add_runtime_argument(parser)
 
 
 def peer_models_check(tracker: str, peer_models: Path | None) -> None:
@@ -196,6 +210,7 @@ def tracker_options(
     optional: Sequence[str] = (),
     need_files: bool = True,
     hint: Callable[[str], str] | None = None,
+    runtime: str | None = None,
 ) -> dict:
     """The options of tracker ``name`` (registered, canonical) from the command line, the one
     route of ``track``, ``demo`` and ``eval``.
@@ -212,6 +227,10 @@ def tracker_options(
         need_files: check that the files the tracker reads are given (False: options only, for
             a report of results already made).
         hint: how the command gives an option, for the errors (default ``--option KEY=VALUE``).
+        runtime: ``--runtime`` (None: the default,
+            :func:`ebmtrack.tracking.runtime.resolve_runtime`):
+            the torch-free runtime takes its export's options only (:func:`_lite_options`); a
+            torch tracker where PyTorch is not installed is one line naming the extra.
 
     Raises:
         CLIError: a flag that does not apply, an option the tracker does not take or a wrong
@@ -220,6 +239,8 @@ def tracker_options(
     from ebmtrack.tracking.registry import tracker_kind
 
     hint = hint or (lambda key: f"--option {key}=VALUE")
+    if _runtime(name, runtime) == "lite":
+        return _lite_options(name, flags, items, optional)
     kind = tracker_kind(name)
     options, origins = _flag_options(name, flags, optional)
     for key, value, item in items:
@@ -256,10 +277,62 @@ def tracker_options(
     return options
 
 
+def _runtime(name: str, runtime: str | None) -> str:
+    """The runtime ``name`` runs (CLIError naming ``--runtime`` where it cannot); a torch tracker
+    where PyTorch is not installed: CLIError naming the extra."""
+    from ebmtrack.tracking.registry import tracker_kind
+    from ebmtrack.tracking.runtime import TRAIN_EXTRA, resolve_runtime, torch_available
+
+    try:
+        resolved = resolve_runtime(name, runtime)
+    except ValueError as err:
+        raise CLIError(f"--runtime {runtime}: {err}") from None
+    if resolved == "torch" and tracker_kind(name).backbone and not torch_available():
+        how = "--runtime torch" if runtime else f"--tracker {name}"
+        raise CLIError(f"{how} needs PyTorch: {TRAIN_EXTRA}")
+    return resolved
+
+
+def _lite_options(name: str, flags: Mapping[str, object], items, optional: Sequence[str]) -> dict:
+    """The options of ``name``'s shipped export run by the torch-free runtime: ``--onnx`` and
+    the ``--option`` items it takes; the flags only the torch tracker takes (its files, search
+    size, ``--device cuda``) are refused naming ``--runtime torch``
+    (:func:`ebmtrack.tracking.runtime.check_lite_options`, the message of ``load_tracker``)."""
+    from ebmtrack.tracking.runtime import check_lite_options, torch_available
+    from ebmtrack.values import OptionError
+
+    options, origins = {}, {}
+    use_torch = "only the torch tracker takes it: add --runtime torch"
+    if flags.get("--device") == "cuda":
+        if torch_available():
+            resolve_device("cuda")  # no GPU: the one message of every command
+        raise CLIError(f"--device cuda: the torch-free runtime runs on the CPU; {use_torch}")
+    for flag, given in flags.items():
+        if flag == "--device" or given is None or given is False:
+            continue
+        if flag == "--peer-models":
+            if flag not in optional:
+                raise CLIError(f"--peer-models: not used by --tracker {name}")
+            continue
+        spec = FLAGS[flag]
+        shown = f"{flag} {given}" if spec.shown else flag
+        value = spec.value if spec.value is not None else given
+        options[spec.option], origins[spec.option] = value, shown  # checked below
+    for key, value, item in items:
+        add_option(options, key, value, f"--option {item!r}")
+        origins[key] = f"--option {item}"
+    try:
+        check_lite_options(name, options)
+    except OptionError as err:
+        flag = next((origins[key] for key in err.options if key in origins), None)
+        raise CLIError(f"{flag}: {err}" if flag else str(err)) from None
+    return options
+
+
 def tracker_settings(args: argparse.Namespace) -> tuple[str, dict]:
     """``(name, options)`` for :func:`ebmtrack.api.load_tracker` from the parsed flags of
     ``track`` or ``demo`` (:func:`tracker_options`: the flags and every ``--option
-    KEY=VALUE``)."""
+    KEY=VALUE``); ``options`` holds ``runtime`` where ``--runtime`` is given."""
     from ebmtrack.tracking.registry import canonical_name, get_factory
 
     name = canonical_name(args.tracker)
@@ -282,7 +355,9 @@ def tracker_settings(args: argparse.Namespace) -> tuple[str, dict]:
     def hint(key: str) -> str:
         return f"{flag_of[key]} FILE" if key in flag_of else f"--option {key}=VALUE"
 
-    return name, tracker_options(name, flags, items, hint=hint)
+    runtime = getattr(args, "runtime", None)
+    options = tracker_options(name, flags, items, hint=hint, runtime=runtime)
+    return name, options if runtime is None else {**options, "runtime": runtime}
 
 
 # ``ebmtrack trackers``: what each tracker is and its options ----------------------------------

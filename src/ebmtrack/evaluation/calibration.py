@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import rankdata
 
 from ebmtrack.data.datasets import Sequence
 from ebmtrack.evaluation import metrics as M
@@ -72,7 +71,7 @@ def auroc(score: np.ndarray, positive: np.ndarray) -> float:
     n_pos, n_neg = int(positive.sum()), int((~positive).sum())
     if n_pos == 0 or n_neg == 0:
         return math.nan
-    ranks = rankdata(score)
+    ranks = _average_ranks(score)
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
@@ -112,3 +111,17 @@ def calibration_summary(confidence: np.ndarray, ious: np.ndarray) -> dict[str, f
         "share_right": float(right.mean()) if p.size else math.nan,
         "frames": int(p.size),
     }
+
+
+def _average_ranks(values) -> np.ndarray:
+    """1-based ranks, ties given their mean rank (``scipy.stats.rankdata``'s default, its
+    algorithm), in NumPy: the default install has no SciPy."""
+    values = np.asarray(values).ravel()
+    order = np.argsort(values, kind="mergesort")
+    inverse = np.empty(order.size, dtype=np.intp)
+    inverse[order] = np.arange(order.size)
+    ordered = values[order]
+    first = np.r_[True, ordered[1:] != ordered[:-1]]
+    dense = first.cumsum()[inverse]
+    bounds = np.r_[np.nonzero(first)[0], first.size]
+    return 0.5 * (bounds[dense] + bounds[dense - 1] + 1)

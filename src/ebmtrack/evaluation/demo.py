@@ -11,6 +11,7 @@ computed from ``boxes.txt`` as written.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -30,6 +31,7 @@ from ebmtrack.evaluation.scoring import OTB_PROTOCOL, score_run
 from ebmtrack.process import torch_threads
 from ebmtrack.tracking.base import Tracker
 from ebmtrack.tracking.init_box import clip_init_box
+from ebmtrack.tracking.runtime import resolve_runtime
 
 DEMO_CLIP = "Couple"
 DEMO_DATA = Path(__file__).resolve().parents[1] / "demo_data"
@@ -52,10 +54,13 @@ class DemoConfig:
         peer_models: the ``model_dir`` option of OpenCV's ``nanotrack`` / ``vit``, the folder
             holding their ONNX files.
         device: the tracker's ``device`` option (``cpu``, ``cuda``; None: its default).
+        runtime: ``lite`` or ``torch`` (None: the tracker's default,
+            :mod:`ebmtrack.tracking.runtime`).
         video: write ``demo.mp4`` and ``demo.gif``.
         max_frames: track only the first max_frames frames (None: the whole clip).
         progress: show a progress bar.
-        threads: torch CPU threads while the demo runs (None: torch's default, one per core).
+        threads: CPU threads while the demo runs, torch's or ONNX Runtime's (None: torch's
+            default, one per core).
             1 by default: on a shared 2-core machine with other jobs running, torch's default
             (2 threads) ran the demo about 16 times slower than 1 thread (docs/demo.md).
         playback_fps: frame rate of the written video and GIF.
@@ -69,6 +74,7 @@ class DemoConfig:
     backbone_weights: Path | None = None
     peer_models: Path | None = None
     device: str | None = None
+    runtime: str | None = None
     video: bool = True
     max_frames: int | None = None
     progress: bool = True
@@ -147,7 +153,12 @@ def _build_tracker(config: DemoConfig) -> Tracker:
         "model_dir": config.peer_models,
         "device": config.device,
     }
-    return load_tracker(config.tracker, **{k: v for k, v in given.items() if v is not None})
+    return load_tracker(
+        config.tracker,
+        threads=config.threads,
+        runtime=config.runtime,
+        **{k: v for k, v in given.items() if v is not None},
+    )
 
 
 def _write_boxes(path: Path, boxes: np.ndarray) -> None:
@@ -235,7 +246,8 @@ def run_demo(config: DemoConfig | None = None) -> DemoResult:
     if config.video:
         files = {"mp4": out / "demo.mp4", "gif": out / "demo.gif", **files}
 
-    with torch_threads(config.threads):
+    lite = resolve_runtime(config.tracker, config.runtime) == "lite"
+    with contextlib.nullcontext() if lite else torch_threads(config.threads):
         tracker = _build_tracker(config)
         boxes, times, loop_seconds = _track_clip(tracker, sequence, config, files)
 
@@ -250,7 +262,8 @@ def run_demo(config: DemoConfig | None = None) -> DemoResult:
     if box_refinement is False:
         notes.append("classifier only")
     label = config.tracker + (f" ({', '.join(notes)})" if notes else "")
-    plot_success({label: scored.success}, files["success"], title=f"on {sequence.name}")
+    if plot_success({label: scored.success}, files["success"], title=f"on {sequence.name}") is None:
+        del files["success"]  # no matplotlib: plot_success said so
     result = DemoResult(
         clip=sequence.name,
         frames=n,

@@ -5,12 +5,20 @@ Figures are built with ``matplotlib.figure.Figure`` (no pyplot), so no global ba
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from ebmtrack.evaluation import metrics as M
+
+try:
+    from matplotlib.figure import Figure
+except ModuleNotFoundError:  # the default install: plots come with ebmtrack[train]
+    Figure = None
+
+logger = logging.getLogger(__name__)
+_SKIPPED: list[str] = []
 
 _STYLES = ("-", "--", "-.", ":")
 LEGEND_INSIDE_UP_TO = 8
@@ -59,7 +67,16 @@ def _plot(
     xlabel: str,
     title: str,
     corner: str,
-) -> Path:
+) -> Path | None:
+    if Figure is None:  # said once per process; None: no file
+        if not _SKIPPED:
+            logger.warning(
+                "%s and the other plots not written: they need matplotlib (pip install "
+                "'ebmtrack[train]')",
+                Path(path).name,
+            )
+        _SKIPPED.append(str(path))
+        return None
     fig = curve_figure(curves, thresholds, scores, xlabel, title, corner)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -67,7 +84,9 @@ def _plot(
     return path
 
 
-def plot_success(curves: dict[str, np.ndarray], path: str | Path, title: str = "") -> Path:
+def plot_success(
+    curves: dict[str, np.ndarray], path: str | Path, title: str = ""
+) -> Path | None:
     """Success plot: fraction of frames with IoU > threshold; the legend gives each AUC in %."""
     scores = {n: M.area_under_curve(c) for n, c in curves.items()}
     return _plot(
@@ -81,7 +100,9 @@ def plot_success(curves: dict[str, np.ndarray], path: str | Path, title: str = "
     )
 
 
-def plot_precision(curves: dict[str, np.ndarray], path: str | Path, title: str = "") -> Path:
+def plot_precision(
+    curves: dict[str, np.ndarray], path: str | Path, title: str = ""
+) -> Path | None:
     """Precision plot: fraction of frames with centre error <= threshold (px); the legend gives
     the precision at 20 px in %."""
     scores = {

@@ -62,6 +62,15 @@ def tracker_provenance(tracker) -> dict:
     state dict's names and values: the same weights give the same hash, whatever file held
     them); for OpenCV's DNN trackers the sha256 of their model files."""
     info = {"class": type(tracker).__name__}
+    export = getattr(tracker, "export", None)
+    if export is not None:  # the torch-free runtime: the export's files say what it computes
+        info["runtime"] = "lite"
+        info["tracker"] = tracker.name
+        info["backbone_runtime"] = tracker.backbone_runtime
+        info["export_files_sha256"] = {
+            name: entry["sha256"] for name, entry in sorted(export.manifest["files"].items())
+        }
+        return info
     backbone = getattr(tracker, "backbone", None)
     if backbone is not None:
         info["backbone"] = getattr(backbone, "name", type(backbone).__name__)

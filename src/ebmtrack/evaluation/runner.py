@@ -65,7 +65,7 @@ def recorded_options(spec: TrackerSpec) -> dict[str, str]:
 
     try:
         defaults = default_options(spec.tracker or spec.name)
-    except ValueError:  # a factory given directly, not through the registry
+    except (ValueError, ImportError):  # a factory given directly; a torch tracker's without torch
         defaults = {}
     recorded = {}
     for key, value in sorted(spec.options.items()):

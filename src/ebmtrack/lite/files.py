@@ -14,12 +14,20 @@
 Everything read is checked first: the manifest's format and version, every file's sha256
 against the manifest, the parameters' names and types; a file that fails is refused with a
 ValueError naming it. Arrays are read with ``allow_pickle=False``.
+
+The exports shipped in the package (:mod:`ebmtrack.exports`) store their large files once, beside
+the other shipped weights, and compressed: such a file's entry has ``"stored": {"path": ...,
+"sha256": ...}``, a path relative to the export folder (at most two folders up, ending ``.xz``
+where the file is LZMA-compressed) and the sha256 of the stored bytes, which is what is
+checked; ``sha256`` and ``bytes`` stay those of the file itself, as ``ebmtrack export`` writes
+it. :meth:`Export.source` gives such a file decompressed, in memory.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import lzma
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,10 +88,35 @@ def read_manifest(folder: str | Path) -> dict:
         for name, entry in files.items()
     ):
         raise ValueError(f"{folder / MANIFEST}: 'files' must map names to {{'sha256': ...}}")
-    for name in files:
+    for name, entry in files.items():
         if Path(name).name != name or name in (MANIFEST, "", ".", ".."):
             raise ValueError(f"{folder / MANIFEST}: file name {name!r} is not a plain name")
+        stored = entry.get("stored")
+        if stored is not None:
+            _check_stored(folder, name, stored)
     return manifest
+
+
+def _check_stored(folder: Path, name: str, stored) -> None:
+    """A ``stored`` entry: ``{"path": relative path, "sha256": ...}``, the path at most two
+    folders up from the export and then plain names."""
+    where = f"{folder / MANIFEST}: file {name!r}"
+    if not (
+        isinstance(stored, dict)
+        and isinstance(stored.get("path"), str)
+        and isinstance(stored.get("sha256"), str)
+    ):
+        raise ValueError(f"{where}: 'stored' must be {{'path': ..., 'sha256': ...}}")
+    parts = Path(stored["path"]).parts
+    ups = len(parts) - len([p for p in parts if p != ".."])
+    if (
+        Path(stored["path"]).is_absolute()
+        or ups > 2
+        or parts[:ups] != ("..",) * ups
+        or not parts[ups:]
+        or any(p in ("", ".") for p in parts[ups:])
+    ):
+        raise ValueError(f"{where}: stored path {stored['path']!r} is not allowed")
 
 
 def is_export(folder: str | Path) -> bool:
@@ -106,10 +139,20 @@ class Export:
     params: dict
 
     def path(self, name: str) -> Path:
-        """A file of the export by its manifest name (KeyError if it lists none)."""
-        if name not in self.manifest["files"]:
-            raise KeyError(name)
-        return self.folder / name
+        """Where a file of the export is stored, by its manifest name (KeyError if it lists
+        none): in the folder, or where its ``stored`` entry says (compressed where that ends
+        in ``.xz``: :meth:`source`)."""
+        entry = self.manifest["files"][name]
+        stored = entry.get("stored")
+        return self.folder / (stored["path"] if stored else name)
+
+    def source(self, name: str) -> Path | bytes:
+        """A file of the export as its readers take it: its path, or its bytes where it is
+        stored compressed."""
+        path = self.path(name)
+        if path.suffix == ".xz":
+            return lzma.decompress(path.read_bytes())
+        return path
 
     def has(self, name: str) -> bool:
         return name in self.manifest["files"]
@@ -139,10 +182,11 @@ def read_export(folder: str | Path) -> Export:
     folder = Path(folder)
     manifest = read_manifest(folder)
     for name, entry in manifest["files"].items():
-        path = folder / name
+        stored = entry.get("stored")
+        path = folder / (stored["path"] if stored else name)
         if not path.is_file():
             raise ValueError(f"{path}: missing (the manifest lists it)")
-        if file_sha256(path) != entry["sha256"]:
+        if file_sha256(path) != (stored or entry)["sha256"]:
             raise ValueError(f"{path}: sha256 differs from the manifest's (a changed file)")
     if PARAMS not in manifest["files"]:
         raise ValueError(f"{folder / MANIFEST}: lists no {PARAMS}")

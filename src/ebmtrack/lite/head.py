@@ -29,6 +29,7 @@ the linear layers to dL/dpool, to dL/dwx and dL/dwy by the same products transpo
 
 from __future__ import annotations
 
+import io
 import math
 from dataclasses import dataclass
 
@@ -349,7 +350,9 @@ class BoxHead:
 def load_head(export: Export, threads: int) -> BoxHead:
     head = export.manifest["head"]
     files = head["files"]
-    with np.load(export.path(files["predictor"]), allow_pickle=False) as arrays:
+    source = export.source(files["predictor"])
+    source = io.BytesIO(source) if isinstance(source, bytes) else source
+    with np.load(source, allow_pickle=False) as arrays:
         names = (
             "fine_weight",
             "fine_bias",
@@ -379,9 +382,9 @@ def load_head(export: Export, threads: int) -> BoxHead:
         float(a["out_bias"][0]),
     )
     return BoxHead(
-        Session(export.path(files["reference"]), threads),
-        Session(export.path(files["modulation"]), threads),
-        Session(export.path(files["test"]), threads),
+        Session(export.source(files["reference"]), threads),
+        Session(export.source(files["modulation"]), threads),
+        Session(export.source(files["test"]), threads),
         predictor,
         head["layers"],
         head["strides"],

@@ -23,13 +23,13 @@ class Session:
     """One ONNX file run by ONNX Runtime on the CPU.
 
     Args:
-        path: the ``.onnx`` file.
+        path: the ``.onnx`` file, or its bytes.
         threads: intra-op threads (0: one per core).
 
     Calling it with ``{input name: array}`` returns ``{output name: float32 array}``.
     """
 
-    def __init__(self, path: str | Path, threads: int = 1) -> None:
+    def __init__(self, path: str | Path | bytes, threads: int = 1) -> None:
         import onnxruntime  # here: importing ebmtrack.lite alone does not start ONNX Runtime
 
         options = onnxruntime.SessionOptions()
@@ -39,9 +39,11 @@ class Session:
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3  # not the notes on constants an int8 fusion leaves unused
-        self.path = Path(path)
+        self.path = None if isinstance(path, bytes) else Path(path)
         self._session = onnxruntime.InferenceSession(
-            str(path), options, providers=["CPUExecutionProvider"]
+            path if isinstance(path, bytes) else str(path),
+            options,
+            providers=["CPUExecutionProvider"],
         )
         self.inputs = tuple(node.name for node in self._session.get_inputs())
         self.outputs = tuple(node.name for node in self._session.get_outputs())

@@ -163,8 +163,8 @@ class SiameseBoxEstimator:
 
     def __init__(
         self,
-        backbone: str | Path,
-        head: str | Path,
+        backbone: str | Path | bytes,
+        head: str | Path | bytes,
         config: SiameseBoxConfig | None = None,
         threads: int = 1,
     ) -> None:

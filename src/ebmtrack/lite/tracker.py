@@ -128,7 +128,7 @@ class LiteTracker:
             )
         self.backbone_runtime = runtime
         self.layers = tuple(backbone["layers"])
-        self._backbone = Session(export.path(backbone["files"][runtime]), threads)
+        self._backbone = Session(export.source(backbone["files"][runtime]), threads)
         classifier = manifest["classifier"]
         self.layer, self.stride = classifier["layer"], int(classifier["stride"])
         self.channels = int(classifier["channels"])
@@ -141,8 +141,8 @@ class LiteTracker:
         if self.mode.siamese:
             files = manifest["siamese"]["files"]
             self.siamese = SiameseBoxEstimator(
-                export.path(files["backbone"]),
-                export.path(files["head"]),
+                export.source(files["backbone"]),
+                export.source(files["head"]),
                 SiameseBoxConfig(**{name: params[name] for name in SIAMESE}),
                 threads,
             )

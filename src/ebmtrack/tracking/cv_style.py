@@ -47,16 +47,20 @@ class OpenCVStyleTracker:
         self._started = False  # init() was called: update() is refused before it
 
     @classmethod
-    def create(cls, color: str = "bgr", threads: int | None = None, **options):
-        """A new tracker of this class's registered name, built with ``options`` (the same as
-        :func:`ebmtrack.load_tracker`'s, e.g. ``search_size=256``)."""
+    def create(
+        cls, color: str = "bgr", threads: int | None = None, runtime: str | None = None, **options
+    ):
+        """A new tracker of this class's registered name, built with ``runtime`` and ``options``
+        (the same as :func:`ebmtrack.load_tracker`'s: the torch-free runtime where the tracker
+        ships an export, ``runtime="torch"`` for the torch tracker)."""
         from ebmtrack.process import configure_threads
-        from ebmtrack.tracking.registry import create_tracker
+        from ebmtrack.tracking.runtime import build_tracker
 
         if color not in COLORS:  # before the networks load
             raise ValueError(f"color must be one of {', '.join(COLORS)}, got {color!r}")
-        configure_threads(threads)
-        return cls(create_tracker(cls.tracker_name, **options), color=color)
+        threads = configure_threads(threads)
+        tracker = build_tracker(cls.tracker_name, runtime, threads=threads, **options)
+        return cls(tracker, color=color)
 
     def _rgb(self, image: np.ndarray) -> np.ndarray:
         image = np.asarray(image)

@@ -12,14 +12,22 @@ The single-target case is the same code: a tracker's own ``track`` is ``step`` o
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import numpy as np
 
 from ebmtrack.tracking.base import Tracker, TrackResult
-from ebmtrack.tracking.composition import SearchRegionTracker, split_features
 
-__all__ = ["MultiTargetTracker", "split_features"]
+__all__ = ["MultiTargetTracker", "split_features"]  # noqa: F822 (split_features: lazy, torch)
+
+
+def __getattr__(name: str):
+    if name == "split_features":  # torch: imported where asked for
+        from ebmtrack.tracking.composition import split_features
+
+        return split_features
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class MultiTargetTracker:
@@ -52,7 +60,11 @@ class MultiTargetTracker:
     def shares_backbone(self) -> bool:
         """Whether the targets share one tracker, its networks and one backbone call per frame
         (a search-region tracker)."""
-        return isinstance(self.prototype, SearchRegionTracker)
+        # A tracker of that class exists only where its (torch) module is imported.
+        composition = sys.modules.get("ebmtrack.tracking.composition")
+        return composition is not None and isinstance(
+            self.prototype, composition.SearchRegionTracker
+        )
 
     @property
     def last_timings(self) -> dict[str, float]:

@@ -41,6 +41,7 @@ ROLES: dict[str, str] = {
     "backbone": "backbone_weights",
     "siamese-backbone": "box_mode (one without 'siamese')",
     "siamese-head": "box_mode (one without 'siamese')",
+    "export": "runtime='torch' (--runtime torch)",
 }
 
 
@@ -148,6 +149,79 @@ SHIPPED: tuple[ShippedFile, ...] = (
         DEFAULT_TAG,
         "nanotrack_head.onnx",
         "0d8c0637be849f092cc7236cae02e55c8b9455ebe37ba50601d6115db4247cd9",
+    ),
+    # The exports of the trackers the torch-free runtime runs (ebmtrack.exports: atom,
+    # atom-iounet, atom-polished), their large files LZMA-compressed, each stored once
+    # (atom-polished reads atom-iounet's backbone; python scripts/ship_exports.py writes them).
+    ShippedFile(
+        "export",
+        "mobilenetv2",
+        "atom/backbone-int8",
+        "export_atom_backbone-int8.onnx.xz",
+        "bd9910257c96e25bbc6e129f0e0407f033c8adefd111aaa55b2971e776169999",
+    ),
+    ShippedFile(
+        "export",
+        "mobilenetv2",
+        "atom-iounet/backbone-int8",
+        "export_atom-iounet_backbone-int8.onnx.xz",
+        "25866ded62db834ba8f5490c016c439d93c7a1097cc1463ee50fccf66e386459",
+    ),
+    ShippedFile(
+        "export",
+        "mobilenetv2",
+        "atom-iounet/head-modulation",
+        "export_atom-iounet_head-modulation.onnx.xz",
+        "48795fce58a74c0f0fea12fe2a49b8f54f507793ce8cf54188fc53c212905570",
+    ),
+    ShippedFile(
+        "export",
+        "mobilenetv2",
+        "atom-iounet/head-predictor",
+        "export_atom-iounet_head-predictor.npz.xz",
+        "5691789b189cf73779307ddc744ae158fab19001233fcbd83d605b6b470c09f6",
+    ),
+    ShippedFile(
+        "export",
+        "mobilenetv2",
+        "atom-iounet/head-reference",
+        "export_atom-iounet_head-reference.onnx.xz",
+        "b26baef62f16fe0912896ba1b6585a04814d20543a42a2f2a545251b447df0e5",
+    ),
+    ShippedFile(
+        "export",
+        "mobilenetv2",
+        "atom-iounet/head-test",
+        "export_atom-iounet_head-test.onnx.xz",
+        "5dce29ed94b781a6c02408d3d9eaa311a9cd8ac750eaed50bbb84009de8fe781",
+    ),
+    ShippedFile(
+        "export",
+        "mobilenetv2",
+        "atom-polished/head-modulation",
+        "export_atom-polished_head-modulation.onnx.xz",
+        "ad5a4f733007dc3948bb7ba74ce9910f14575d5dd46d09f68d6fbc3494771683",
+    ),
+    ShippedFile(
+        "export",
+        "mobilenetv2",
+        "atom-polished/head-predictor",
+        "export_atom-polished_head-predictor.npz.xz",
+        "d3d6bafe0cc6015d9f45ec7d8eae5e867426ba4561954ddc7bb439c0034558ba",
+    ),
+    ShippedFile(
+        "export",
+        "mobilenetv2",
+        "atom-polished/head-reference",
+        "export_atom-polished_head-reference.onnx.xz",
+        "010f673efdd21bc05d44495b9a9bdc4a659721c9d0ddfaabe085e96be156d38d",
+    ),
+    ShippedFile(
+        "export",
+        "mobilenetv2",
+        "atom-polished/head-test",
+        "export_atom-polished_head-test.onnx.xz",
+        "8ddd1c0611366a322c128d2b4ca138d9f4bec360e46ab57af068d750bc6aa816",
     ),
 )
 
