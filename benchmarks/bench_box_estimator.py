@@ -66,7 +66,7 @@ def clip_sets(pack: Path) -> dict[str, list]:
 
 def track_ious(name: str, options: dict, sequence, seed: int) -> tuple[np.ndarray, float]:
     """IoU per frame after the first, and seconds per tracked frame."""
-    tracker = load_tracker(name, seed=seed, **options)
+    tracker = load_tracker(name, seed=seed, runtime="torch", **options)
     truth = sequence.ground_truth
     tracker.initialize(sequence.frame(0), truth[0])
     boxes, seconds = [], 0.0

@@ -32,7 +32,7 @@ def main() -> None:
     (sequence,) = load_folder(CLIPS / args.clip)
     frames = [sequence.frame(i) for i in range(len(sequence))]
     for name in args.trackers.split(","):
-        tracker = load_tracker(name, threads=1)
+        tracker = load_tracker(name, threads=1, runtime="torch")
         tracker.initialize(frames[0], sequence.init_box)
         step, whole = [], []
         estimator = tracker.confidence_estimator

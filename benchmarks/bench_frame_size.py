@@ -1,10 +1,10 @@
 """Tracking speed by frame size, before and after a change of the source tree, in one run.
 
-The default tracker (``ebmtrack.load_tracker("atom", threads=1, precision="float32")``: float32
-forced, the int8 backbone that ``auto`` then picks on a CPU) tracks the first ``--frames`` frames
-of Jumping (352x288) and the same frames resized to 1920x1080 and 3840x2160, the target box
-resized with them, so that the network sees the same crops at every size and any difference in
-speed comes from the frame's size.
+The torch tracker (``ebmtrack.load_tracker("atom", threads=1, precision="float32",
+runtime="torch")``: float32 forced, the int8 backbone that ``auto`` then picks on a CPU) tracks the
+first ``--frames`` frames of Jumping (352x288) and the same frames resized to 1920x1080 and
+3840x2160, the target box resized with them, so that the network sees the same crops at every size
+and any difference in speed comes from the frame's size.
 
 Each measurement runs in a fresh Python process whose ``PYTHONPATH`` is either this checkout's
 ``src`` ("after") or ``--before-src`` (another checkout's ``src``, e.g. made with ``git worktree
@@ -80,7 +80,7 @@ def child(spec: dict) -> None:
     import ebmtrack
 
     frames, box = resized_frames(spec["frames"], tuple(spec["size"]))
-    tracker = ebmtrack.load_tracker("atom", threads=1, precision="float32")
+    tracker = ebmtrack.load_tracker("atom", threads=1, precision="float32", runtime="torch")
     # The crop step's CPU time (this thread's), frame by frame: the same method in both trees.
     crop_cpu, crop = [], tracker.search.crop
 
@@ -129,7 +129,7 @@ def pipeline_child(spec: dict) -> None:
     paths = list_images(spec["folder"])
     box = [float(v) for v in spec["init"].split(",")]
     decoded = [read_image(p, keep_gray=True) for p in paths]
-    tracker = ebmtrack.load_tracker("atom", threads=1, precision="float32")
+    tracker = ebmtrack.load_tracker("atom", threads=1, precision="float32", runtime="torch")
     loops = {
         "api": lambda: iter(decoded),
         "inline": lambda: (read_image(p, keep_gray=True) for p in paths),

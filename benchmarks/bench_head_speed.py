@@ -40,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     (sequence,) = [s for s in load_folder(SEQUENCES) if s.name == args.sequence]
     frames = [sequence.frame(i) for i in range(min(args.frames, len(sequence)))]
-    common = {"precision": "float32", "backbone_runtime": "onnx-int8", "threads": 1}
+    common = {
+        "runtime": "torch", "precision": "float32", "backbone_runtime": "onnx-int8", "threads": 1,
+    }  # fmt: skip
     makers = {
         "atom": lambda: load_tracker("atom", **common),
         "atom-polished": lambda: load_tracker(

@@ -51,7 +51,7 @@ def main() -> None:
         import ebmtrack
 
         imported = time.perf_counter()
-        tracker = ebmtrack.load_tracker(args.torch, threads=args.threads)
+        tracker = ebmtrack.load_tracker(args.torch, threads=args.threads, runtime="torch")
     loaded = time.perf_counter()
     paths = sorted((args.sequence / "img").glob("*.jpg"))[: args.frames + 2]
     box = np.loadtxt(args.sequence / "groundtruth_rect.txt", delimiter=",", max_rows=1)

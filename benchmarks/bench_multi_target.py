@@ -167,6 +167,7 @@ def main() -> None:
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     options = {
+        "runtime": "torch",
         "precision": "float32",
         "search_size": args.search_size,
         "backbone_runtime": args.runtime,

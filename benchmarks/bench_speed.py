@@ -4,7 +4,10 @@
 ``atom,atom:box_mode=scale;size_update_rate=0.6,nanotrack`` to set the default beside the tracker
 it replaced and OpenCV's NanoTrack in one run; the
 configurations below apply to trackers with a backbone of ours, OpenCV's run once per thread
-count (``--peer-models``: their ONNX files).
+count (``--peer-models``: their ONNX files). A tracker that ships an export
+(:mod:`ebmtrack.exports`) runs first as a user gets it, in the torch-free runtime (marked
+"(runtime)"; its export fixes what the configurations change), then as the torch tracker
+(``runtime="torch"``) in each configuration.
 
 Each configuration (``--configs``, pairs ``PRECISION:BACKBONE_RUNTIME``, default: ``auto:auto``,
 the default tracker as a user gets it; ``float32:auto``, what a CPU without native bfloat16 runs;
@@ -108,8 +111,24 @@ ROW_FIELDS = (
 
 
 def speed_goals(rows: list[dict]) -> dict[str, bool]:
-    """The default tracker's speed goals, one thread, from this run's in-process rows."""
+    """The default tracker's speed goals, one thread, from this run's in-process rows: the
+    runtime's (the default as ``load_tracker("atom")`` builds it) and the torch tracker's."""
     goals = {}
+    lite = next(
+        (
+            r
+            for r in rows
+            if r.get("tracker") == "atom"
+            and r.get("precision") is None
+            and r.get("threads") == 1
+            and not options_of({k: r[k] for k in r if k not in ROW_FIELDS})
+        ),
+        None,
+    )
+    if lite is not None:
+        steady, first = lite["quiet"]["track_fps"], lite["quiet"]["init_s"]
+        goals[f"runtime: quiet track() {steady:.1f} FPS >= 40"] = steady >= 40
+        goals[f"runtime: first box {first:.2f} s after load <= 1"] = first <= 1
     for precision, runtime in (("auto", "auto"), ("float32", "auto")):
         row = next(
             (
@@ -137,7 +156,8 @@ def speed_goals(rows: list[dict]) -> dict[str, bool]:
 
 def options_of(params: dict) -> dict:
     """A row's tracker options besides the configuration's runtime and the peers' files."""
-    return {k: v for k, v in params.items() if k not in ("backbone_runtime", "model_dir")}
+    skip = ("backbone_runtime", "model_dir", "runtime")
+    return {k: v for k, v in params.items() if k not in skip}
 
 
 def child(spec: dict) -> None:
@@ -313,6 +333,7 @@ def main() -> None:
         parser.error(f"--configs: PRECISION:RUNTIME pairs, got {args.configs!r}")
     pairs = [p for p in pairs if p[0] != "bfloat16" or header["native_bfloat16"]]
     precisions = list(dict.fromkeys(precision for precision, _ in pairs))
+    from ebmtrack.exports import shipped_export
     from ebmtrack.tracking.registry import tracker_kind
 
     threads_list = [int(t) for t in args.threads.split(",")]
@@ -323,9 +344,12 @@ def main() -> None:
         for pair in filter(None, extra.split(";")):
             key, _, value = pair.partition("=")
             options[key] = yaml.safe_load(value)
-        if tracker_kind(name).backbone:
+        if shipped_export(name) is not None:  # the runtime: the tracker as a user gets it
+            configs += [(name, None, threads, {**options}) for threads in threads_list]
+        if tracker_kind(name).backbone:  # the torch tracker in each configuration
             configs += [
-                (name, precision, threads, {"backbone_runtime": runtime, **options})
+                (name, precision, threads, {"runtime": "torch", "backbone_runtime": runtime,
+                                            **options})
                 for precision, runtime in pairs
                 for threads in threads_list
             ]
@@ -357,6 +381,8 @@ def main() -> None:
         rows.append(row)
         extra = ";".join(f"{k}={v}" for k, v in options_of(params).items())
         label = f"{tracker}:{extra}" if extra else tracker
+        if params.get("runtime") != "torch" and shipped_export(tracker) is not None:
+            label += " (runtime)"
         print(
             f"| {label} | {precision} ({result['dtype']}) | {result['runtime']} | {threads} "
             f"| {quiet['fps']:.1f} | {quiet['load']:.1f} | {busy['fps']:.1f} | {busy['load']:.1f} "

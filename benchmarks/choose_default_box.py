@@ -49,16 +49,20 @@ ASCENTS = {
 
 def candidates(weights: str) -> dict:
     """name -> a function of the seed that builds the tracker."""
-    made = {"scale": lambda seed: load_tracker("atom", seed=seed)}
+    made = {
+        "scale": lambda seed: load_tracker(
+            "atom", seed=seed, runtime="torch", box_mode="scale", size_update_rate=0.6
+        )
+    }
     for rate, step, ascent in itertools.product((1.0, 0.5), (0.3, 1.0), ASCENTS):
         options = {"size_update_rate": rate, "box_step_length": step, **ASCENTS[ascent], **INT8}
         made[f"refine rate {rate} step {step} ascent {ascent}"] = lambda seed, o=options: (
-            load_tracker("atom-iounet", weights=weights, seed=seed, **o)
+            load_tracker("atom-iounet", weights=weights, seed=seed, runtime="torch", **o)
         )
     for ascent in ASCENTS:
         options = {"box_step_length": 0.3, **ASCENTS[ascent], **INT8}
         made[f"polished step 0.3 ascent {ascent}"] = lambda seed, o=options: (
-            load_tracker("atom-polished", weights=weights, seed=seed, **o)
+            load_tracker("atom-polished", weights=weights, seed=seed, runtime="torch", **o)
         )
     return made
 

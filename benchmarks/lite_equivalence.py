@@ -105,7 +105,7 @@ def run(tracker, frames: list[np.ndarray], box: np.ndarray) -> tuple[np.ndarray,
 
 def frame_by_frame(name: str, export: Path, frames, box, seed: int, count: int) -> float:
     """The largest box difference of ``count`` frames tracked from the torch tracker's state."""
-    theirs = ebmtrack.load_tracker(name, seed=seed)
+    theirs = ebmtrack.load_tracker(name, seed=seed, runtime="torch")
     ours = lite.load(export, seed=seed)
     theirs.initialize(frames[0], box)
     ours.initialize(frames[0], box)
@@ -144,7 +144,7 @@ def main() -> None:
             row = {"sequence": sequence.name, "seed": seed}
             ours_boxes, ours_seconds = run(lite.load(export, seed=seed), frames, box)
             theirs_boxes, theirs_seconds = run(
-                ebmtrack.load_tracker(args.tracker, seed=seed), frames, box
+                ebmtrack.load_tracker(args.tracker, seed=seed, runtime="torch"), frames, box
             )
             row["auc_torch"] = 100 * score_run(theirs_boxes, sequence).summary()["auc"]
             row["auc_lite"] = 100 * score_run(ours_boxes, sequence).summary()["auc"]
@@ -158,7 +158,8 @@ def main() -> None:
             row["ms_lite"] = 1000 * float(np.mean(ours_seconds))
             if args.float64_reference:
                 with torch_float64_training():
-                    wide, _ = run(ebmtrack.load_tracker(args.tracker, seed=seed), frames, box)
+                    torch_tracker = ebmtrack.load_tracker(args.tracker, seed=seed, runtime="torch")
+                    wide, _ = run(torch_tracker, frames, box)
                 row["torch_float64_px"] = float(np.abs(wide[head] - theirs_boxes[head]).max())
             rows.append(row)
             print(json.dumps(row), flush=True)
