@@ -77,6 +77,6 @@ def test_trackers_refuse_the_other_kinds_shipped_head():
         ebmtrack.load_tracker("dimp-nce+", weights=MSE_HEAD)
     assert "(or --option box_climb" not in str(error.value)  # dimp-nce+ has one climb
     with pytest.raises(ValueError, match="not IoU, and ATOM climbs a predicted IoU"):
-        ebmtrack.load_tracker("atom-iounet", weights=NCE_HEAD)
+        ebmtrack.load_tracker("atom-iounet", weights=NCE_HEAD, runtime="torch")
     with pytest.raises(ValueError, match="trained with mse: it predicts IoU"):
-        ebmtrack.load_tracker("atom-iounet", weights=MSE_HEAD, box_climb="ebm")
+        ebmtrack.load_tracker("atom-iounet", weights=MSE_HEAD, box_climb="ebm", runtime="torch")
