@@ -377,7 +377,8 @@ def main() -> None:
         }
         result = measure(spec)
         quiet, busy = result["quiet"], result["busy"]
-        row = dict(tracker=tracker, precision=precision, threads=threads, **params, **result)
+        # the row's "runtime" is the backbone's (the result's), not the option
+        row = {**params, **result, "tracker": tracker, "precision": precision, "threads": threads}
         rows.append(row)
         extra = ";".join(f"{k}={v}" for k, v in options_of(params).items())
         label = f"{tracker}:{extra}" if extra else tracker
