@@ -241,9 +241,12 @@ def measure(spec: dict) -> dict:
     raise RuntimeError(f"measurement failed: {spec}")
 
 
-def measure_command(command: str, sequence: str, frames: int, busy: bool, precision: str) -> dict:
+def measure_command(
+    command: str, sequence: str, frames: int, busy: bool, precision: str | None
+) -> dict:
     """The whole ``ebmtrack track`` or ``ebmtrack eval`` command (one thread, the defaults
-    otherwise) on the first ``frames`` frames of ``sequence`` (all of them when 0)."""
+    otherwise: the runtime; with a ``precision``, the torch tracker in it) on the first
+    ``frames`` frames of ``sequence`` (all of them when 0)."""
     import shutil
     import tempfile
 
@@ -260,10 +263,14 @@ def measure_command(command: str, sequence: str, frames: int, busy: bool, precis
         if command == "track":
             box = ",".join(truth[0].replace("\t", ",").split(",")[:4])
             argv = [program, "track", str(folder), "--init", box]
-            argv += ["--out", str(Path(tmp) / "boxes.txt"), "--option", f"precision={precision}"]
+            argv += ["--out", str(Path(tmp) / "boxes.txt")]
+            if precision is not None:
+                argv += ["--runtime", "torch", "--option", f"precision={precision}"]
         else:
             argv = [program, "eval", str(folder.parent), "--trackers", "atom"]
-            argv += ["--out", str(Path(tmp) / "eval"), "--option", f"atom.precision={precision}"]
+            argv += ["--out", str(Path(tmp) / "eval")]
+            if precision is not None:
+                argv += ["--runtime", "torch", "--option", f"atom.precision={precision}"]
         competitors = Competitors(2 if busy else 0)
         load = load_average()
         with competitors:
@@ -398,14 +405,16 @@ def main() -> None:
             "| busy / quiet |\n|---|---|---|---|---|---|---|"
         )
     for command in commands:
-        for precision in precisions:
+        for precision in [None, *precisions]:  # the runtime, then the torch tracker
             quiet, busy = (
                 measure_command(command, args.sequence, args.cli_frames, competing, precision)
                 for competing in (False, True)
             )
             rows.append({"label": command, "precision": precision, "quiet": quiet, "busy": busy})
             print(
-                f"| `ebmtrack {command}`, precision={precision} | {quiet['frames']} "
+                f"| `ebmtrack {command}`, "
+                f"{'the runtime' if precision is None else f'--runtime torch, {precision}'} "
+                f"| {quiet['frames']} "
                 f"| {quiet['fps']:.1f} | {quiet['load']:.1f} | {busy['fps']:.1f} "
                 f"| {busy['load']:.1f} | {busy['fps'] / quiet['fps']:.2f} |",
                 flush=True,
