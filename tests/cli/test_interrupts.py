@@ -133,7 +133,9 @@ def test_train_stopped_and_resumed_equals_an_uninterrupted_run(train_reference, 
         if done.returncode == 0:
             break
         stops += 1
-        assert done.returncode == EXIT[signum], done.stderr
+        # The shell reports 128 + N either way: the command's own exit status, or (now and then
+        # on a loaded machine) the process ending by the signal itself after its one line (-N).
+        assert done.returncode in (EXIT[signum], -signum), done.stderr
         assert done.stderr.strip().splitlines() == [
             f"ebmtrack train: {WORDS[signum]}; the last complete checkpoint is kept in {out}; "
             "add --resume to continue"
