@@ -22,6 +22,7 @@ colour; the difference only touches crops that leave the frame).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,9 +104,15 @@ def _side(w: np.ndarray, h: np.ndarray) -> np.ndarray:
     return np.sqrt((w + pad) * (h + pad))
 
 
-def _grid(cells: int) -> np.ndarray:
-    """(cells,) offsets of the score cells from the crop's centre, in crop px."""
-    return (np.arange(cells) - cells // 2) * float(STRIDE)
+@functools.cache
+def _grid(cells: int) -> tuple[np.ndarray, np.ndarray]:
+    """The score map's fixed geometry, made once per size: the (cells,) offsets of the cells
+    from the crop's centre in crop px, and the (cells, cells) Hanning window (read-only)."""
+    points = (np.arange(cells) - cells // 2) * float(STRIDE)
+    hanning = np.hanning(cells)
+    window = np.outer(hanning, hanning)
+    points.flags.writeable = window.flags.writeable = False
+    return points, window
 
 
 def decode_box(
@@ -132,7 +139,7 @@ def decode_box(
     shifted = logits - logits.max(axis=0, keepdims=True)
     odds = np.exp(shifted)
     score = odds[1] / odds.sum(axis=0)
-    points = _grid(cells)
+    points, window = _grid(cells)
     px, py = points[None, :], points[:, None]
     x1, y1 = px - sides[0], py - sides[1]
     x2, y2 = px + sides[2], py + sides[3]
@@ -140,8 +147,6 @@ def decode_box(
     scale = _change(_side(w, h) / float(_side(last_size_crop[0], last_size_crop[1])))
     aspect = _change((last_size_crop[0] / last_size_crop[1]) / (w / h))
     penalty = np.exp(-(aspect * scale - 1.0) * config.siamese_penalty)
-    hanning = np.hanning(cells)
-    window = np.outer(hanning, hanning)
     ranked = penalty * score * (1.0 - config.siamese_window) + window * config.siamese_window
     best = np.unravel_index(int(np.argmax(ranked)), ranked.shape)
     center = np.array([(x1[best] + x2[best]) / 2, (y1[best] + y2[best]) / 2])
