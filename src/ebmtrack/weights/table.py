@@ -13,10 +13,10 @@ backbone that nothing ships for gets one line saying so (:func:`shipped_file`).
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ebmtrack.lite.files import file_sha256
 from ebmtrack.weights.packed import packed_exists
 
 __all__ = [
@@ -79,7 +79,7 @@ class ShippedFile:
     def checked_path(self) -> Path:
         """The path of a file stored whole, after checking its sha256 (ValueError, one line,
         for a file that differs)."""
-        digest = hashlib.sha256(self.path.read_bytes()).hexdigest()
+        digest = file_sha256(self.path)
         if self.sha256 is not None and digest != self.sha256:
             raise ValueError(
                 f"{self.path} is not the shipped {self.role} file (sha256 {digest[:16]}..., "
