@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,6 +121,7 @@ def decode_box(
     sides: np.ndarray,
     last_size_crop: np.ndarray,
     config: SiameseBoxConfig,
+    prior: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float, float]:
     """The best box of one head output.
 
@@ -129,6 +131,8 @@ def decode_box(
             point, in search-crop px.
         last_size_crop: (2,) the last size (w, h) in search-crop px.
         config: the decoding rule.
+        prior: (G, G) factors > 0 on the cells' target scores, another expert's belief that the
+            target is there (:mod:`ebmtrack.lite.position`); None: none.
 
     Returns:
         ``(center offset (2,) from the crop centre, size (2,), rate, score)`` in crop px: the best
@@ -139,6 +143,7 @@ def decode_box(
     shifted = logits - logits.max(axis=0, keepdims=True)
     odds = np.exp(shifted)
     score = odds[1] / odds.sum(axis=0)
+    expert = score if prior is None else score * prior
     points, window = _grid(cells)
     px, py = points[None, :], points[:, None]
     x1, y1 = px - sides[0], py - sides[1]
@@ -147,7 +152,7 @@ def decode_box(
     scale = _change(_side(w, h) / float(_side(last_size_crop[0], last_size_crop[1])))
     aspect = _change((last_size_crop[0] / last_size_crop[1]) / (w / h))
     penalty = np.exp(-(aspect * scale - 1.0) * config.siamese_penalty)
-    ranked = penalty * score * (1.0 - config.siamese_window) + window * config.siamese_window
+    ranked = penalty * expert * (1.0 - config.siamese_window) + window * config.siamese_window
     best = np.unravel_index(int(np.argmax(ranked)), ranked.shape)
     center = np.array([(x1[best] + x2[best]) / 2, (y1[best] + y2[best]) / 2])
     size = np.array([w[best], h[best]])
@@ -189,11 +194,17 @@ class SiameseBoxEstimator:
         return self._features(patch)
 
     def locate(
-        self, frame: np.ndarray, center: np.ndarray, size: np.ndarray, template: np.ndarray
+        self,
+        frame: np.ndarray,
+        center: np.ndarray,
+        size: np.ndarray,
+        template: np.ndarray,
+        prior: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> SiameseFrame:
         """The target's box in ``frame`` (uint8 RGB), searched in a crop centred on ``center``
         (frame px) and scaled from the last ``size`` (frame px), the target's ``template``
-        features (:meth:`template`)."""
+        features (:meth:`template`). ``prior``: another expert's factor (> 0) on the target
+        score at frame points (N, 2) -> (N,) (:func:`decode_box`), None: the head alone."""
         config = self.config
         side = template_side(size, config.siamese_context)
         crop_scale = EXEMPLAR_SIZE / side  # crop px per frame px
@@ -202,7 +213,13 @@ class SiameseBoxEstimator:
         search = self._features(patch)
         out = self.head({"input1": template, "input2": search})
         logits, sides = out["output1"][0], out["output2"][0]
-        offset, raw, rate, score = decode_box(logits, sides, size * crop_scale, config)
+        factors = None
+        if prior is not None:
+            points, _ = _grid(logits.shape[-1])
+            xs, ys = np.meshgrid(points, points)
+            cells = np.stack([xs.ravel(), ys.ravel()], axis=1) / crop_scale + center
+            factors = np.asarray(prior(cells), dtype=np.float64).reshape(xs.shape)
+        offset, raw, rate, score = decode_box(logits, sides, size * crop_scale, config, factors)
         raw_size = raw / crop_scale
         new_size = raw_size * rate + np.asarray(size, dtype=np.float64) * (1.0 - rate)
         return SiameseFrame(center + offset / crop_scale, new_size, raw_size, score)
