@@ -15,6 +15,12 @@ int8); the float32 one is left out for size. Prints the weights table's entries 
 the README's rows. Usage (PyTorch installed)::
 
     python scripts/ship_exports.py
+    python scripts/ship_exports.py --keep-graphs   # a change of parameters only
+
+``--keep-graphs`` writes the small files and manifests anew and keeps the stored large files
+(``.onnx``, ``.npz``) and their manifest entries as they are: the graphs' float32 bytes depend on
+the CPU that exports them (``tests/lite/test_shipped_exports.py``), so a change that leaves them
+alone should not swap them for this CPU's.
 """
 
 from __future__ import annotations
@@ -35,13 +41,25 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def ship(name: str, work: Path, exports: Path, weights: Path, stored: dict[str, str]) -> None:
+def ship(
+    name: str,
+    work: Path,
+    exports: Path,
+    weights: Path,
+    stored: dict[str, str],
+    keep_graphs: bool = False,
+) -> None:
     """Export ``name`` into ``work`` and write its shipped form; ``stored``: content sha256 ->
-    the stored file's name, shared by the trackers."""
+    the stored file's name, shared by the trackers. ``keep_graphs``: the large files' entries
+    are the shipped manifest's (module docstring)."""
     from ebmtrack.export import export_tracker
 
     source = export_tracker(name, work / name)
     manifest = json.loads((source / "manifest.json").read_text())
+    kept = {}
+    if keep_graphs:
+        old = json.loads((exports / name / "manifest.json").read_text())["files"]
+        kept = {file: entry for file, entry in old.items() if file.endswith(LARGE)}
     backbone = manifest["backbone"]
     for runtime, file in list(backbone["files"].items()):
         if runtime != backbone["runtime"]:
@@ -51,6 +69,9 @@ def ship(name: str, work: Path, exports: Path, weights: Path, stored: dict[str, 
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     for file, entry in manifest["files"].items():
+        if file in kept:
+            manifest["files"][file] = kept[file]
+            continue
         data = (source / file).read_bytes()
         assert sha256(data) == entry["sha256"], file
         shipped = weights / file
@@ -76,15 +97,23 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dest", type=Path, default=ROOT, help="the package (src/ebmtrack)")
+    parser.add_argument(
+        "--keep-graphs",
+        action="store_true",
+        help="keep the stored large files; write the small files and manifests anew",
+    )
     args = parser.parse_args()
     exports, weights = args.dest / "exports", args.dest / "weights"
-    for old in weights.glob("export_*.xz"):
-        old.unlink()
+    if not args.keep_graphs:
+        for old in weights.glob("export_*.xz"):
+            old.unlink()
     stored: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as work:
         for name in SHIPPED_EXPORTS:
-            ship(name, Path(work), exports, weights, stored)
+            ship(name, Path(work), exports, weights, stored, args.keep_graphs)
             print(f"{name}: {exports / name}")
+    if args.keep_graphs:
+        return
     print("\n# weights/table.py")
     for file in stored.values():
         tracker, _, part = file[len("export_") : -len(".xz")].partition("_")

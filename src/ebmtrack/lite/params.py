@@ -10,8 +10,18 @@ from dataclasses import dataclass
 
 from ebmtrack.lite.augment import num_augmented_crops
 from ebmtrack.lite.files import Export
+from ebmtrack.option_checks import check_kind, check_ranges, kind_of
 
-__all__ = ["BOX_MODES", "FIXED", "REQUIRED", "SIAMESE", "SIAMESE_MODES", "BoxMode", "merge_options"]
+__all__ = [
+    "BOX_MODES",
+    "FIXED",
+    "POSITION_RULE",
+    "REQUIRED",
+    "SIAMESE",
+    "SIAMESE_MODES",
+    "BoxMode",
+    "merge_options",
+]
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,10 @@ SIAMESE_MODES = tuple(name for name, mode in BOX_MODES.items() if mode.siamese)
 SIAMESE = ("siamese_window", "siamese_penalty", "siamese_size_rate", "siamese_context")
 """The siamese decoding's parameters (:class:`~ebmtrack.lite.siamese.SiameseBoxConfig`), read
 by the siamese modes only."""
+
+POSITION_RULE = ("classifier_weight", "distractor_growth")
+"""How the classifier's evidence bounds the siamese box (:class:`~ebmtrack.lite.position.
+PositionRuleConfig`), read by the siamese modes; an export without them runs the head alone."""
 
 # The parameters the runtime reads (the torch tracker's AtomParams fields); an export that
 # lacks one is refused.
@@ -108,7 +122,9 @@ FIXED = ("search_size", "backbone", "device", "precision", "projection_dim", "fi
 
 
 def merge_options(export: Export, options: dict) -> dict:
-    """The export's parameters with ``options`` applied (ValueError naming a bad one)."""
+    """The export's parameters with ``options`` applied (ValueError naming a bad one): each
+    option of its default's kind, every number in its range (:mod:`ebmtrack.option_checks`,
+    the torch trackers' one check too)."""
     params = dict(export.params)
     missing = [name for name in REQUIRED if name not in params]
     if missing:
@@ -117,27 +133,15 @@ def merge_options(export: Export, options: dict) -> dict:
         if name in FIXED:
             raise ValueError(
                 f"{name} is fixed by the exported graphs ({params.get(name)!r}): export again "
-                f"with --option {name}=..."
+                f"with --option {name}=... (ebmtrack export, which needs PyTorch: "
+                "pip install 'ebmtrack[train]')"
             )
         if name not in params:
             valid = ", ".join(sorted(set(params) - set(FIXED)))
             raise ValueError(f"unknown option {name!r}; valid: {valid}")
         old = params[name]
         value = tuple(value) if isinstance(value, list) else value
-        same_kind = (
-            (isinstance(old, bool) and isinstance(value, bool))
-            or (
-                isinstance(old, int | float)
-                and not isinstance(old, bool)
-                and isinstance(value, int | float)
-                and not isinstance(value, bool)
-                and (isinstance(old, float) or isinstance(value, int))
-            )
-            or (isinstance(old, str) and isinstance(value, str))
-            or (isinstance(old, tuple) and isinstance(value, tuple))
-        )
-        if not same_kind:
-            raise ValueError(f"option {name} must be like {old!r}, got {value!r}")
+        check_kind(name, value, kind_of(old))
         params[name] = value
     if params["box_mode"] not in BOX_MODES:
         raise ValueError(
@@ -161,8 +165,7 @@ def merge_options(export: Export, options: dict) -> dict:
             f"box_climb {params['box_climb']!r}: the lite runtime climbs the box head with ATOM's"
             " IoU ascent only ('iou')"
         )
-    if not (isinstance(params["seed"], int) and params["seed"] >= 0):
-        raise ValueError(f"seed must be an int >= 0, got {params['seed']!r}")
+    check_ranges(params)
     if params["memory_size"] <= num_augmented_crops(params) + params["aug_dropout"][0]:
         raise ValueError(
             f"memory_size must exceed the first-frame samples, got {params['memory_size']}"

@@ -38,7 +38,13 @@ from ebmtrack.lite.head import (
 from ebmtrack.lite.localize import Localization, best_scale, localize, upsample_scores
 from ebmtrack.lite.memory import SampleMemory
 from ebmtrack.lite.onnx_session import Session
-from ebmtrack.lite.params import BOX_MODES, SIAMESE, BoxMode, merge_options
+from ebmtrack.lite.params import BOX_MODES, POSITION_RULE, SIAMESE, BoxMode, merge_options
+from ebmtrack.lite.position import (
+    ClassifierEvidence,
+    PositionRuleConfig,
+    bounded_size,
+    classifier_prior,
+)
 from ebmtrack.lite.result import TrackResult, TrackStatus, check_frame_size
 from ebmtrack.lite.siamese import SiameseBoxConfig, SiameseBoxEstimator
 from ebmtrack.lite.torch_random import TorchGenerator
@@ -91,6 +97,7 @@ class LiteTracker:
         name: the exported tracker's name.
         params: its parameters (options applied).
         backbone_runtime: ``onnx`` (float32) or ``onnx-int8``.
+        threads: ONNX Runtime's intra-op threads of each of its sessions.
         last_timings: seconds of the last :meth:`track` call's phases (``crop``, ``backbone``,
             ``classifier``, ``box``, ``update``, ``confidence``).
     """
@@ -129,6 +136,7 @@ class LiteTracker:
         self.backbone_runtime = runtime
         self.layers = tuple(backbone["layers"])
         self._backbone = Session(export.source(backbone["files"][runtime]), threads)
+        self.threads = self._backbone.threads
         classifier = manifest["classifier"]
         self.layer, self.stride = classifier["layer"], int(classifier["stride"])
         self.channels = int(classifier["channels"])
@@ -146,6 +154,9 @@ class LiteTracker:
                 SiameseBoxConfig(**{name: params[name] for name in SIAMESE}),
                 threads,
             )
+        self.position_rule = PositionRuleConfig(
+            **{name: params[name] for name in POSITION_RULE if name in params}
+        )
         calibrator = manifest.get("calibrator")
         self.confidence = ConfidenceEstimator(
             Calibrator(_calibrator_entry(export, calibrator)) if calibrator else None
@@ -255,8 +266,9 @@ class LiteTracker:
             refine = status != TrackStatus.UNCERTAIN or params["update_scale_when_uncertain"]
             position = np.asarray(found.position, dtype=np.float64)
             region_feats = {layer: feats[layer][best : best + 1] for layer in self.layers}
+            evidence = ClassifierEvidence(scores[best], region.matrix, self.stride, status)
             reported = self._estimate(
-                state, position, region, factor, region_feats, refine, frame
+                state, position, region, factor, region_feats, refine, frame, evidence
             )
             self._clamp(state, frame.shape)
         tic = self._lap(timings, "box", tic)
@@ -345,7 +357,7 @@ class LiteTracker:
         )
 
     def _estimate(
-        self, state, position, region, factor, feats, refine, frame
+        self, state, position, region, factor, feats, refine, frame, evidence
     ) -> np.ndarray | None:
         """Move the state to this frame's box (the box mode's rules); returns the box to report
         where it is not the state's."""
@@ -353,10 +365,15 @@ class LiteTracker:
         center_crop, reported = position, None
         inverse = invert_affine(region.matrix)
         if self.siamese is not None and refine:
+            rule = self.position_rule
             found = self.siamese.locate(
-                frame, apply_matrix(inverse, position), state.size, state.template
+                frame,
+                apply_matrix(inverse, position),
+                state.size,
+                state.template,
+                classifier_prior(evidence, rule.classifier_weight),
             )
-            state.size = found.size
+            state.size = bounded_size(found.size, state.size, evidence.status, rule)
             center_crop = apply_matrix(region.matrix, found.center)
         if factor != 1.0 and refine:
             state.size = blend_size(state.size, state.size * factor, params["size_update_rate"])

@@ -47,6 +47,7 @@ import torch
 from torch import Tensor
 
 from ebmtrack.lite.frames import as_rgb, clamp_target
+from ebmtrack.lite.position import ClassifierEvidence
 from ebmtrack.tracking.base import TrackResult, TrackStatus, check_frame_size
 from ebmtrack.tracking.box_head import BoxHead
 from ebmtrack.tracking.confidence import ConfidenceEstimator
@@ -184,11 +185,14 @@ class BoxEstimator(Protocol):
         feats: dict[str, Tensor],
         refine: bool,
         frame: np.ndarray,
+        evidence: ClassifierEvidence | None = None,
     ) -> np.ndarray | None:
         """Move ``state`` (centre, size) to this frame's estimate, from the classifier's
         ``position`` (crop px) in ``region`` (the best of the frame's; ``factor`` the scale
         between its peaks, ``feats`` its features) of ``frame`` (uint8 RGB). ``refine``: the
-        size may change. Returns the box to report where it is not the state's, else None."""
+        size may change; ``evidence``: the classifier's score map and status, for the rule by which
+        it bounds the box (:mod:`ebmtrack.lite.position`). Returns the box to report where it is
+        not the state's, else None."""
 
 
 def build_box_estimator(
@@ -417,6 +421,12 @@ class SearchRegionTracker:
                 region_feats,
                 refine,
                 target.frame,
+                ClassifierEvidence(
+                    scores[best].detach().cpu().numpy(),
+                    region.matrix,
+                    self.classifier.stride,
+                    status,
+                ),
             )
             state.clamp(target.frame.shape)
         toc = time.perf_counter()

@@ -21,6 +21,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ebmtrack.lite.position import (
+    ClassifierEvidence,
+    PositionRuleConfig,
+    bounded_size,
+    classifier_prior,
+)
 from ebmtrack.lite.siamese import SiameseBoxConfig
 from ebmtrack.ops.crop import apply_matrix, invert_affine
 from ebmtrack.tracking.atom.refine import ascend_iou
@@ -134,6 +140,7 @@ class PositionBox:
         feats: dict[str, Tensor],
         refine: bool,
         frame: np.ndarray,
+        evidence: ClassifierEvidence | None = None,
     ) -> np.ndarray | None:
         state.center = _to_frame(region, position)
         return None
@@ -161,7 +168,9 @@ class ScaleBox(PositionBox):
         if factor != 1.0 and refine:
             state.size = blend_size(state.size, state.size * factor, self.scale.size_update_rate)
 
-    def estimate(self, state, position, region, factor, feats, refine, frame) -> np.ndarray | None:
+    def estimate(
+        self, state, position, region, factor, feats, refine, frame, evidence=None
+    ) -> np.ndarray | None:
         self.resize(state, factor, refine)
         return super().estimate(state, position, region, factor, feats, refine, frame)
 
@@ -247,7 +256,9 @@ class RefineBox(_Ascent, PositionBox):
         PositionBox.__init__(self, head)
         self.ascent = ascent
 
-    def estimate(self, state, position, region, factor, feats, refine, frame) -> np.ndarray | None:
+    def estimate(
+        self, state, position, region, factor, feats, refine, frame, evidence=None
+    ) -> np.ndarray | None:
         center_crop, reported = position, None
         if refine:
             refined = self.refine(state, feats, position, state.size * region.scale)
@@ -272,7 +283,9 @@ class GatedBox(_Ascent, ScaleBox):
         ScaleBox.__init__(self, scale, head)
         self.ascent, self.gate = ascent, gate
 
-    def estimate(self, state, position, region, factor, feats, refine, frame) -> np.ndarray | None:
+    def estimate(
+        self, state, position, region, factor, feats, refine, frame, evidence=None
+    ) -> np.ndarray | None:
         self.resize(state, factor, refine)
         center_crop = position
         if refine:
@@ -293,7 +306,9 @@ class PolishedBox(_Ascent, ScaleBox):
         ScaleBox.__init__(self, scale, head)
         self.ascent = ascent
 
-    def estimate(self, state, position, region, factor, feats, refine, frame) -> np.ndarray | None:
+    def estimate(
+        self, state, position, region, factor, feats, refine, frame, evidence=None
+    ) -> np.ndarray | None:
         self.resize(state, factor, refine)
         reported = None
         if refine:
@@ -310,21 +325,28 @@ class SiameseBox(PositionBox):
     position; its centre and (smoothed) size become the state. Where the classifier is uncertain
     (``refine`` False) only the position moves."""
 
-    configs = (SiameseBoxConfig,)
+    configs = (SiameseBoxConfig, PositionRuleConfig)
 
-    def __init__(self, siamese: SiameseBoxConfig, head: BoxHead | None = None) -> None:
+    def __init__(
+        self, siamese: SiameseBoxConfig, rule: PositionRuleConfig, head: BoxHead | None = None
+    ) -> None:
         super().__init__(head)
         self.siamese = shipped_siamese(siamese)
+        self.rule = rule
 
     def start(self, frame: np.ndarray, center: np.ndarray, size: np.ndarray) -> np.ndarray:
         """The target's template features (1, 48, 8, 8)."""
         return self.siamese.template(frame, center, size)
 
-    def estimate(self, state, position, region, factor, feats, refine, frame) -> np.ndarray | None:
+    def estimate(
+        self, state, position, region, factor, feats, refine, frame, evidence=None
+    ) -> np.ndarray | None:
         state.center = _to_frame(region, position)
         if refine:
-            found = self.siamese.locate(frame, state.center, state.size, state.box_model)
-            state.center, state.size = found.center, found.size
+            prior = classifier_prior(evidence, self.rule.classifier_weight)
+            found = self.siamese.locate(frame, state.center, state.size, state.box_model, prior)
+            state.size = bounded_size(found.size, state.size, evidence.status, self.rule)
+            state.center = found.center
         return None
 
 
@@ -333,14 +355,22 @@ class SiamesePolishedBox(_Ascent, SiameseBox):
     siamese box refines the box reported for the frame only."""
 
     needs_head = True
-    configs = (SiameseBoxConfig, IoUAscentConfig)
+    configs = (SiameseBoxConfig, PositionRuleConfig, IoUAscentConfig)
 
-    def __init__(self, siamese: SiameseBoxConfig, ascent: IoUAscentConfig, head: BoxHead) -> None:
-        SiameseBox.__init__(self, siamese, head)
+    def __init__(
+        self,
+        siamese: SiameseBoxConfig,
+        rule: PositionRuleConfig,
+        ascent: IoUAscentConfig,
+        head: BoxHead,
+    ) -> None:
+        SiameseBox.__init__(self, siamese, rule, head)
         self.ascent = ascent
 
-    def estimate(self, state, position, region, factor, feats, refine, frame) -> np.ndarray | None:
-        SiameseBox.estimate(self, state, position, region, factor, feats, refine, frame)
+    def estimate(
+        self, state, position, region, factor, feats, refine, frame, evidence=None
+    ) -> np.ndarray | None:
+        SiameseBox.estimate(self, state, position, region, factor, feats, refine, frame, evidence)
         if not refine:
             return None
         center = apply_matrix(region.matrix, state.center)

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ebmtrack.lite.position import ClassifierEvidence
 from ebmtrack.ops.crop import box_from_crop
 from ebmtrack.tracking.box_head import BoxHead, ProposalConfig
 from ebmtrack.tracking.box_refine import blend_size, select_box
@@ -82,6 +83,7 @@ class KeptSizeBox:
         feats: dict[str, Tensor],
         refine: bool,
         frame: np.ndarray,
+        evidence: ClassifierEvidence | None = None,
     ) -> None:
         scale = region.scale  # crop px per frame px
         box_crop = np.concatenate([position - state.size * scale / 2, state.size * scale])
