@@ -196,3 +196,32 @@ def test_every_page_quotes_nanotracks_numbers_from_its_one_table():
     )
     quoted = list(_nanotrack_quotes())
     assert len(quoted) >= 10 and any(w.startswith("README.md") for w, *_ in quoted)
+
+
+def test_a_box_mode_named_as_a_trackers_is_that_trackers():
+    """Where a page (not a dated record of docs/results/) pairs a box mode with a shipped
+    tracker (```siamese`: `atom``` or ```refine` (`atom-iounet`)``), it is the box mode of that
+    tracker's shipped export (``scale``, the default until 6 Dec 2026, was still called
+    ``atom``'s after ``atom`` moved to ``siamese``)."""
+    import json
+
+    from ebmtrack.exports import SHIPPED_EXPORTS, shipped_export
+    from ebmtrack.lite.params import BOX_MODES
+
+    modes = "|".join(re.escape(mode) for mode in BOX_MODES)
+    trackers = "|".join(re.escape(name) for name in SHIPPED_EXPORTS)
+    pair = re.compile(rf"`({modes})`(?::| \()\s*`({trackers})`")
+    actual = {
+        name: json.loads((shipped_export(name) / "params.json").read_text())["box_mode"]
+        for name in SHIPPED_EXPORTS
+    }
+    wrong, checked = [], 0
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = " ".join(page.read_text(encoding="utf-8").split())
+        for mode, tracker in pair.findall(text):
+            checked += 1
+            if actual[tracker] != mode:
+                wrong.append(f"{page.relative_to(ROOT)}: `{mode}` as {tracker}'s, which is "
+                             f"`{actual[tracker]}`")
+    assert checked >= 3, checked
+    assert not wrong, "\n".join(wrong)
