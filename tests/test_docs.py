@@ -225,3 +225,49 @@ def test_a_box_mode_named_as_a_trackers_is_that_trackers():
                              f"`{actual[tracker]}`")
     assert checked >= 3, checked
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_options_a_page_passes_the_default_runtime_are_its_own():
+    """A call of ``load_tracker``, ``load_multi_tracker`` or an OpenCV-style class's ``create``
+    written on a page without ``runtime="torch"``, for a tracker that ships an export, passes
+    options that the default install's runtime takes (``create(search_size=256)`` was shown
+    as an example of ``create``'s options, and the default install refuses it: the search size
+    is the torch tracker's, ``ebmtrack[train]``)."""
+    import ast
+
+    import ebmtrack
+    from ebmtrack.tracking.runtime import check_lite_options, resolve_runtime
+
+    call = re.compile(r"\b(load_tracker|load_multi_tracker|(Tracker\w+)\.create)\(([^()]*)\)")
+    wrong, checked = [], 0
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = " ".join(page.read_text(encoding="utf-8").split())
+        for function, cv_class, arguments in call.findall(text):
+            try:
+                parsed = ast.parse(f"f({arguments})", mode="eval").body
+            except SyntaxError:
+                continue
+            options = {k.arg: k.value for k in parsed.keywords if k.arg is not None}
+            positional = [a.value for a in parsed.args if isinstance(a, ast.Constant)]
+            if cv_class:
+                name = getattr(ebmtrack, cv_class).tracker_name
+            elif parsed.args:
+                if len(positional) != len(parsed.args) or not isinstance(positional[0], str):
+                    continue
+                name = positional[0]
+            else:
+                name = "atom"
+            if "runtime" in options or resolve_runtime(name) != "lite":
+                continue
+            options = {k: v for k, v in options.items() if k not in ("threads", "color")}
+            try:
+                values = {k: ast.literal_eval(v) for k, v in options.items()}
+            except ValueError:
+                continue
+            checked += 1
+            try:
+                check_lite_options(name, values)
+            except ValueError as error:
+                wrong.append(f"{page.relative_to(ROOT)}: {function}({arguments}): {error}")
+    assert checked >= 5, checked
+    assert not wrong, "\n".join(wrong)
