@@ -26,14 +26,16 @@ class Session:
         path: the ``.onnx`` file, or its bytes.
         threads: intra-op threads (0: one per core).
 
-    Calling it with ``{input name: array}`` returns ``{output name: float32 array}``.
+    Calling it with ``{input name: array}`` returns ``{output name: float32 array}``;
+    ``threads`` is the intra-op thread count it runs with.
     """
 
     def __init__(self, path: str | Path | bytes, threads: int = 1) -> None:
         import onnxruntime  # here: importing ebmtrack.lite alone does not start ONNX Runtime
 
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads if threads > 0 else (os.cpu_count() or 1)
+        self.threads = threads if threads > 0 else (os.cpu_count() or 1)
+        options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
