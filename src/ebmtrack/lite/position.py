@@ -10,11 +10,15 @@ and classifier follow it. Two checks against that, both from the classifier's ev
 - **a product of experts over the cells** (``classifier_weight`` a > 0): each cell's target
   probability from the head is multiplied by ``exp(a (s - s_max))``, ``s`` the classifier's score
   at the cell's point (bilinear on its score map), ``s_max`` the map's peak: both scores read as
-  unnormalised log densities of where the target is (the EBM view), the cell then ranked by
-  NanoTrack's window and penalties as before;
+  unnormalised log densities of where the target is (the EBM view); the product, scaled to the
+  head's peak probability, is ranked by NanoTrack's window and penalties as before;
 - **no growth beside a look-alike** (``distractor_growth`` False): where the classifier's
   localisation found a second peak (status ``hard_negative`` or ``uncertain``), the size may
-  shrink but not grow: a box that covers the target and a neighbour only ever grows.
+  shrink but not grow: a box that covers the target and a neighbour only ever grows;
+- **the classifier's scale evidence** (box mode ``siamese-scale``, which crops the classifier's
+  regions at ``scale_factors`` too): the head's change of scale (the geometric mean of its sides'
+  ratios) is kept only as far as it goes the way the classifier's best scale goes, and no
+  further: clipped to the interval between 1 and that scale, the aspect ratio the head's.
 
 The classifier's training samples and the next search region follow the box this rule keeps.
 """
@@ -65,12 +69,14 @@ class PositionRuleConfig:
 class ClassifierEvidence:
     """What the classifier said of a frame, for the box rule: its raw ``scores`` (H, W) on the
     search region whose cell (i, j) sits at crop px (j, i) * ``stride``, the region's 2x3 frame
-    -> crop ``matrix``, and the localisation's ``status``."""
+    -> crop ``matrix``, the localisation's ``status``, and ``scale``, the size factor at which
+    the classifier fits best where the frame searched scale (else None)."""
 
     scores: np.ndarray
     matrix: np.ndarray
     stride: float
     status: TrackStatus
+    scale: float | None = None
 
 
 def sample_bilinear(scores: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -108,10 +114,15 @@ def classifier_prior(
 
 
 def bounded_size(
-    size: np.ndarray, last: np.ndarray, status: TrackStatus, config: PositionRuleConfig
+    size: np.ndarray, last: np.ndarray, evidence: ClassifierEvidence, config: PositionRuleConfig
 ) -> np.ndarray:
-    """The size (2,) the rule keeps of the head's ``size`` (2,) after ``last`` (2,): no side
-    grows in a distracted frame unless ``distractor_growth``."""
-    if config.distractor_growth or status not in DISTRACTED:
+    """The size (2,) the rule keeps of the head's ``size`` (2,) after ``last`` (2,): its change
+    of scale within the classifier's (where ``evidence.scale`` says one), and no side grown in a
+    distracted frame unless ``distractor_growth``."""
+    if evidence.scale is not None:
+        change = math.sqrt(float(size[0] * size[1]) / float(last[0] * last[1]))
+        kept = min(max(change, min(1.0, evidence.scale)), max(1.0, evidence.scale))
+        size = size * (kept / change)
+    if config.distractor_growth or evidence.status not in DISTRACTED:
         return size
     return np.minimum(size, last)

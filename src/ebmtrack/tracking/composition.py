@@ -426,6 +426,7 @@ class SearchRegionTracker:
                     region.matrix,
                     self.classifier.stride,
                     status,
+                    factor if len(regions) > 1 else None,
                 ),
             )
             state.clamp(target.frame.shape)

@@ -54,6 +54,7 @@ __all__ = [
     "ScaleSearchConfig",
     "SiameseBox",
     "SiamesePolishedBox",
+    "SiameseScaleBox",
     "invert_affine",
 ]
 
@@ -345,9 +346,31 @@ class SiameseBox(PositionBox):
         if refine:
             prior = classifier_prior(evidence, self.rule.classifier_weight)
             found = self.siamese.locate(frame, state.center, state.size, state.box_model, prior)
-            state.size = bounded_size(found.size, state.size, evidence.status, self.rule)
+            state.size = bounded_size(found.size, state.size, evidence, self.rule)
             state.center = found.center
         return None
+
+
+class SiameseScaleBox(SiameseBox):
+    """``siamese-scale``: ``siamese``, and the classifier's scale search (regions cropped
+    ``scale_factors`` wider) bounds the siamese box's change of scale
+    (:func:`~ebmtrack.lite.position.bounded_size`)."""
+
+    configs = (SiameseBoxConfig, PositionRuleConfig, ScaleSearchConfig)
+
+    def __init__(
+        self,
+        siamese: SiameseBoxConfig,
+        rule: PositionRuleConfig,
+        scale: ScaleSearchConfig,
+        head: BoxHead | None = None,
+    ) -> None:
+        super().__init__(siamese, rule, head)
+        self.scale = scale
+        self.factors = (1.0, *scale.scale_factors)
+        self.slots = len(self.factors)
+
+    side_factors = ScaleBox.side_factors
 
 
 class SiamesePolishedBox(_Ascent, SiameseBox):
@@ -386,6 +409,7 @@ BOX_ESTIMATORS: dict[str, type[PositionBox]] = {
     "polished": PolishedBox,
     "siamese": SiameseBox,
     "siamese-polished": SiamesePolishedBox,
+    "siamese-scale": SiameseScaleBox,
 }
 """ATOM's box estimator of each ``box_mode``."""
 
