@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -56,7 +58,7 @@ NOT_RUN: dict[str, str] = {
     "--preset dimp-pack-clips": "trains on the training pack for about half an hour",
     "--preset dimp-pack-stream": "trains on the training pack for hours",
     "ebmtrack export": "exports ONNX graphs: about a minute each, over the doc tests' time",
-    "ebmtrack.lite.load(": "reads the export of the block above, which does not run here",
+    "runs/atom-lite": "an export that `ebmtrack export` writes, which does not run here",
     "backbone_runtime=onnx": "exports the backbone to ONNX first (about a minute)",
     "--preset synthetic-smoke": "trains (tests/training/test_cli_train.py runs it short)",
     "regress1d --quick": "the 1-D study's quick run takes about ten minutes",
@@ -269,3 +271,47 @@ def test_the_boxes_file_examples_are_what_track_writes(scratch, capsys, monkeypa
         written = (scratch / name).read_text().splitlines()
         for line in shown:
             assert any(_numbers_close(line, w) for w in written), (name, line, written)
+
+
+# What a virtual environment of NumPy and ONNX Runtime lacks: the default install's other
+# dependencies and PyTorch's (OpenCV too, unless the block's install line names it).
+ABSENT = ("torch", "torchvision", "onnx", "scipy", "PIL", "safetensors", "yaml", "matplotlib",
+          "tqdm")
+
+
+def _blocker(names: set[str]) -> str:
+    """Python that makes ``import NAME`` fail for every top-level name in ``names``."""
+    return (
+        "import importlib.abc, sys\n"
+        "class Blocker(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {sorted(names)!r}:\n"
+        "            raise ImportError(f'{name} is not installed in this environment')\n"
+        "sys.meta_path.insert(0, Blocker())\n"
+    )
+
+
+@pytest.mark.slow
+def test_the_runtime_alone_tracks_with_what_its_install_line_installs():
+    """Each ``lite/bin/python -c "..."`` line (docs/lite.md's runtime alone, in a virtual
+    environment of NumPy and ONNX Runtime, with OpenCV where the block installs it) runs here
+    where everything else fails to import, and prints the tracked frame's ``TrackResult``."""
+    ran = []
+    for page, line, language, text in _blocks():
+        if language != "bash" or "lite/bin/python -c" not in text:
+            continue
+        installs = " ".join(re.findall(r"pip install (?!--no-deps)([^&]+)", text))
+        absent = set(ABSENT) | (set() if "opencv" in installs else {"cv2"})
+        for command in _commands(text):
+            if not command.startswith("lite/bin/python -c "):
+                continue
+            code = shlex.split(command)[2]
+            result = subprocess.run(
+                [sys.executable, "-c", _blocker(absent) + code],
+                cwd=ROOT, capture_output=True, text=True, timeout=300,
+            )
+            assert result.returncode == 0 and "TrackResult(box=" in result.stdout, (
+                f"{page}:{line}: {command}\n{result.stderr[-2000:]}"
+            )
+            ran.append((page, "cv2" in absent))
+    assert ("docs/lite.md", True) in ran and ("docs/lite.md", False) in ran, ran
