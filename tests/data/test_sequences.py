@@ -88,6 +88,29 @@ def test_folder_lists_every_problem_in_one_error(tmp_path):
         load_folder(tmp_path / "absent")
 
 
+def test_a_dataset_read_with_problems_leaves_broken_sequences_out(tmp_path):
+    _frames(tmp_path / "Good" / "img", ["0001.jpg", "0002.jpg"])
+    _write(tmp_path / "Good" / "groundtruth_rect.txt", "1,1,2,2\n1,1,2,2\n")
+    _frames(tmp_path / "Short" / "img", ["0001.jpg"])
+    _write(tmp_path / "Short" / "groundtruth_rect.txt", "1,1,2,2\n1,1,2,2\n")
+    problems: dict[str, str] = {}
+    assert [s.name for s in load_dataset(str(tmp_path), sequences=["Good"], problems=problems)] == [
+        "Good"
+    ]
+    assert problems == {}  # not asked for: not reported
+    assert [s.name for s in load_dataset(str(tmp_path), problems=problems)] == ["Good"]
+    assert problems == {
+        "Short": f"{tmp_path / 'Short'}: 2 boxes in groundtruth_rect.txt but only 1 frames"
+    }
+    problems.clear()
+    assert load_dataset(str(tmp_path), sequences=["Short"], problems=problems) == []
+    assert list(problems) == ["Short"]
+    with pytest.raises(ValueError, match="unknown sequence.s. Nope; valid names: Good, Short"):
+        load_dataset(str(tmp_path), sequences=["Nope"], problems={})
+    with pytest.raises(FileNotFoundError, match="1 problem"):  # without problems: one error
+        load_dataset(str(tmp_path), sequences=["Good"])
+
+
 def test_otb_multi_target_and_frame_ranges(tmp_path):
     _frames(tmp_path / "Jogging" / "img", [f"{i:04d}.jpg" for i in range(1, 4)])
     _write(tmp_path / "Jogging" / "groundtruth_rect.1.txt", "1,1,2,2\n" * 3)

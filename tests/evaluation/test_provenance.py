@@ -60,3 +60,18 @@ def test_demo_and_eval_metrics_record_what_made_them(tmp_path, drift_tracker):
     assert main(eval_argv(data, tmp_path / "out", "drift")) == 0
     again = json.loads((tmp_path / "out/metrics.json").read_text())["produced_by"]
     assert again["trackers"]["drift"] == [entry]
+
+
+def test_an_interrupted_eval_has_its_provenance(tmp_path, capsys, monkeypatch, drift_tracker):
+    # provenance.json is written when the run starts, not at its end: stopped during the first
+    # sequence, the run folder has it already.
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("ebmtrack.evaluation.runner.run_job", interrupted)
+    data = sequences_folder(tmp_path / "data", count=1)
+    assert main(eval_argv(data, tmp_path / "out", "drift")) == 130
+    assert capsys.readouterr().err.strip().startswith("ebmtrack eval: interrupted;")
+    (entry,) = json.loads((tmp_path / "out/results/drift/provenance.json").read_text())
+    assert entry["tracker"]["class"] == "DriftTracker" and entry["environment"]["numpy"]
+    assert not list((tmp_path / "out").rglob("*.tmp*"))

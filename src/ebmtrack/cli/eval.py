@@ -315,9 +315,11 @@ def _imports(args: argparse.Namespace, sequences) -> list[str]:
 def _report_names(out: Path, first: list[str]) -> list[str]:
     """``first``, then every other tracker whose results ``out`` holds (an extended run)."""
     results = out / "results"
-    found = sorted(p.name for p in results.iterdir() if (p / "options.json").is_file()) if (
-        results.is_dir()
-    ) else []
+    found = (
+        sorted(p.name for p in results.iterdir() if (p / "options.json").is_file())
+        if (results.is_dir())
+        else []
+    )
     return list(dict.fromkeys([*first, *found]))
 
 
@@ -335,6 +337,7 @@ def _runs_found(out: Path, names: list[str], experiment: str) -> int:
 def run(args: argparse.Namespace) -> int:
     from ebmtrack.data.datasets import load_dataset, parse_dataset_spec
     from ebmtrack.evaluation.runner import check_recorded_options, run_evaluation
+    from ebmtrack.evaluation.workers import log_skipped
 
     labels = _labels(args.trackers)
     if not (labels or args.imports or args.report_only):
@@ -347,13 +350,24 @@ def run(args: argparse.Namespace) -> int:
             if value:
                 raise CLIError(f"{flag}: not used by --experiment supervised")
     layout, root = parse_dataset_spec(args.dataset)
-    sequences = load_dataset(args.dataset, split=args.split, sequences=args.sequences)
-    unknown = sorted(set(args.seen) - {s.name for s in sequences})
+    # A broken sequence among those asked for is skipped, as a failed job is: one line.
+    broken: dict[str, str] = {}
+    sequences = load_dataset(
+        args.dataset, split=args.split, sequences=args.sequences, problems=broken
+    )
+    if not sequences:
+        raise CLIError(
+            f"{args.dataset}: no sequence left to evaluate, each one asked for is broken: "
+            + "; ".join(broken.values())
+        )
+    unknown = sorted(set(args.seen) - {s.name for s in sequences} - set(broken))
     if unknown:
         raise CLIError(f"--seen names sequences not in the data set: {', '.join(unknown)}")
     check_output_folder(args.out)
     check_not_an_input(args.out, "--out", _inputs(root, sequences))
     specs, built = _specs(args, labels, create=not args.report_only)
+    if broken:
+        log_skipped(args.out, broken)
     runs = args.runs or 1
     if args.report_only:
         for spec in specs:
@@ -362,7 +376,7 @@ def run(args: argparse.Namespace) -> int:
         if not names:
             raise CLIError(f"--out {args.out}: holds no results to report")
         runs = args.runs or _runs_found(args.out, names, args.experiment)
-        return _report(args, layout, root, sequences, names, runs, failed=0)
+        return _report(args, layout, root, sequences, names, runs, failed=len(broken))
     imported = _imports(args, sequences)
     with threads(args.threads if args.workers == 0 else None):
         summary = run_evaluation(
@@ -375,22 +389,24 @@ def run(args: argparse.Namespace) -> int:
             threads=args.threads,
             shard=args.shard,
             experiment=args.experiment,
+            provenance=built,
         )
-    from ebmtrack.evaluation.provenance import record_provenance
-
-    for label, info in built.items():  # the options were accepted: results of these trackers
-        record_provenance(args.out, label, info)
     done = (
         f"{len(summary.done)} sequence runs done, {len(summary.skipped)} found from before, "
         f"{len(summary.failed)} failed"
     )
+    if broken:
+        done += f", {len(broken)} broken sequence(s) skipped"
+    failed = len(summary.failed) + len(broken)
     if args.shard:
         k, n = args.shard
-        print(f"shard {k}/{n}: {done}; once every shard is done: the same command with "
-              "--report-only instead of --shard")
-        return 1 if summary.failed else 0
+        print(
+            f"shard {k}/{n}: {done}; once every shard is done: the same command with "
+            "--report-only instead of --shard"
+        )
+        return 1 if failed else 0
     names = _report_names(args.out, [*labels, *imported])
-    return _report(args, layout, root, sequences, names, runs, len(summary.failed), done)
+    return _report(args, layout, root, sequences, names, runs, failed, done)
 
 
 def _produced_by(out: Path, names: list[str]) -> dict:
@@ -417,8 +433,14 @@ def _supervised_report(args, layout, root, sequences, names, runs, failed, done=
 
     scores, problems = evaluate_supervised(args.out, names, sequences, runs, args.eao_interval)
     report = write_supervised_report(
-        scores, problems, args.out, f"{layout}:{root.name}", runs, args.eao_interval,
-        _command_line(args), produced_by=_produced_by(args.out, names),
+        scores,
+        problems,
+        args.out,
+        f"{layout}:{root.name}",
+        runs,
+        args.eao_interval,
+        _command_line(args),
+        produced_by=_produced_by(args.out, names),
     )
     print(supervised_table(scores))
     print(f"{done}; report: {report}" if done else f"report: {report}")

@@ -31,6 +31,7 @@ from ebmtrack.evaluation.jobs import (
     run_job,
     track_sequence,
 )
+from ebmtrack.evaluation.provenance import record_provenance
 from ebmtrack.evaluation.results import (
     has_result,
     options_mismatch,
@@ -118,6 +119,7 @@ def run_evaluation(
     threads: int | None = None,
     shard: tuple[int, int] | None = None,
     experiment: str = "ope",
+    provenance: dict[str, dict] | None = None,
 ) -> RunSummary:
     """Run every tracker ``runs`` times on every sequence; skip what ``out_dir`` already has.
 
@@ -133,6 +135,9 @@ def run_evaluation(
             task of an array job; every share writes into the same layout.
         experiment: ``ope`` (one pass, ``default_RRR`` folders) or ``supervised`` (VOT's
             resets, ``baseline_RRR`` folders of VOT trajectories).
+        provenance: what each tracker is, by name (:func:`~ebmtrack.evaluation.provenance.
+            tracker_provenance`): recorded beside its results (``provenance.json``) once its
+            options are accepted, before any job runs, so that an interrupted run has it.
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
@@ -141,13 +146,13 @@ def run_evaluation(
     out_dir = Path(out_dir)
     for spec in trackers:
         _check_same_options(out_dir, spec)
+    for name, info in (provenance or {}).items():
+        record_provenance(out_dir, name, info)
     summary = RunSummary()
     pending: deque[Job] = deque()
     if experiment not in ("ope", "supervised"):
         raise ValueError(f"experiment must be 'ope' or 'supervised', got {experiment!r}")
-    jobs = [
-        Job(s, r, q, experiment) for s in trackers for r in range(runs) for q in sequences
-    ]
+    jobs = [Job(s, r, q, experiment) for s in trackers for r in range(runs) for q in sequences]
     for job in jobs if shard is None else shard_jobs(jobs, shard):
         if has_result(out_dir, job.tracker.name, job.run, job.sequence.name, job.parameter):
             summary.skipped.append(job.label)

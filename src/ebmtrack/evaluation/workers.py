@@ -23,7 +23,8 @@ from ebmtrack.evaluation.jobs import LOG, Job, ResultsNotWritten, run_job
 from ebmtrack.evaluation.results import remove_unfinished
 from ebmtrack.process import DEFAULT_THREADS, configure_threads
 
-__all__ = ["log_failure", "run_in_workers", "thread_budget"]
+__all__ = ["log_failure", "log_skipped", "run_in_workers", "thread_budget"]
+
 
 def thread_budget(workers: int) -> int:
     """Threads per worker: the trackers' default (:data:`~ebmtrack.process.
@@ -159,13 +160,33 @@ class _Worker:
         self.conn.close()
 
 
-def log_failure(out_dir: Path, label: str, details: str) -> None:
+def _append_errors(out_dir: Path, entries: dict[str, str]) -> Path:
+    """Add ``{label: details}`` to ``OUT/errors.log``; returns its path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     with open(out_dir / "errors.log", "a") as log:
-        log.write(f"[{stamp}] {label}\n{details.rstrip()}\n\n")
+        for label, details in entries.items():
+            log.write(f"[{stamp}] {label}\n{details.rstrip()}\n\n")
+    return out_dir / "errors.log"
+
+
+def log_failure(out_dir: Path, label: str, details: str) -> None:
+    """A job that failed: its details in ``OUT/errors.log``, one warning line."""
+    log = _append_errors(out_dir, {label: details})
     last_line = details.strip().splitlines()[-1] if details.strip() else "failed"
-    LOG.warning("%s failed: %s (see %s)", label, last_line, out_dir / "errors.log")
+    LOG.warning("%s failed: %s (see %s)", label, last_line, log)
+
+
+def log_skipped(out_dir: Path, problems: dict[str, str]) -> None:
+    """Sequences left out as broken (name -> problem): each in ``OUT/errors.log``, one warning
+    line for all."""
+    log = _append_errors(out_dir, {f"{name} skipped": p for name, p in problems.items()})
+    LOG.warning(
+        "%d broken sequence(s) skipped: %s (see %s)",
+        len(problems),
+        "; ".join(problems.values()),
+        log,
+    )
 
 
 def _death_note(exit_code: int | None) -> str:

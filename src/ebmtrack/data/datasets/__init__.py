@@ -74,8 +74,19 @@ def parse_dataset_spec(spec: str) -> tuple[str, Path]:
     return detect_layout(spec), Path(spec)
 
 
+# The readers that can leave a broken sequence out (and say why) instead of refusing the set.
+SKIPS_BROKEN: dict[str, Callable[..., list[Sequence]]] = {
+    "otb": load_otb,
+    "vot": load_vot,
+    "folder": load_folder,
+}
+
+
 def load_dataset(
-    spec: str, split: str | None = None, sequences: list[str] | None = None
+    spec: str,
+    split: str | None = None,
+    sequences: list[str] | None = None,
+    problems: dict[str, str] | None = None,
 ) -> list[Sequence]:
     """Read the data set named by ``spec`` (``layout:PATH`` or ``PATH``).
 
@@ -84,9 +95,18 @@ def load_dataset(
         split: the split for LaSOT (test/train/all), GOT-10k (train/val/test), TrackingNet
             (test/train/TRAIN_k) and UAV123 (UAV123/UAV20L); each layout's default when None.
         sequences: keep only these sequence names, in this order.
+        problems: for the layouts of :data:`SKIPS_BROKEN` (otb, vot, folder), a broken sequence
+            among those kept (e.g. more boxes than frames) is left out and its problem put here
+            (name -> problem), and a broken one not kept is ignored; without it, or for the
+            other layouts, one error names every broken sequence of the data set.
     """
     layout, root = parse_dataset_spec(spec)
-    return select(LAYOUTS[layout](root, split), sequences)
+    if problems is None or layout not in SKIPS_BROKEN:
+        return select(LAYOUTS[layout](root, split), sequences)
+    broken: dict[str, str] = {}
+    kept = select(SKIPS_BROKEN[layout](root, problems=broken), sequences, left_out=broken)
+    problems.update({n: p for n, p in broken.items() if sequences is None or n in sequences})
+    return kept
 
 
 __all__ = [

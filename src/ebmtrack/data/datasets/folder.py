@@ -102,15 +102,17 @@ def _read_attributes(folder: Path) -> tuple[str, ...]:
 
 
 def _read_video(
-    folder: Path, dataset: str, frame_ranges: dict[str, tuple[int, int]], problems: list[str]
+    folder: Path, dataset: str, frame_ranges: dict[str, tuple[int, int]], problems: dict[str, str]
 ) -> list[Sequence]:
+    """The sequences of one video folder; a broken one goes to ``problems`` (name -> problem)."""
     frames = _frames_of(folder)
     targets = _targets_of(folder)
     if not targets:
-        problems.append(f"{folder}: no groundtruth_rect.txt or groundtruth.txt")
+        problems[folder.name] = f"{folder}: no groundtruth_rect.txt or groundtruth.txt"
         return []
     if not frames:
-        problems.append(f"{folder}: no frames in img/, color/ or the folder itself")
+        for name, _ in targets:
+            problems[name] = f"{folder}: no frames in img/, color/ or the folder itself"
         return []
     sequences = []
     for name, gt_path in targets:
@@ -120,7 +122,7 @@ def _read_video(
             first, last = frame_ranges[folder.name]
             seq_frames = [f for f in frames if first <= (_frame_number(f) or 0) <= last]
         if len(seq_frames) < len(gt):
-            problems.append(
+            problems[name] = (
                 f"{folder}: {len(gt)} boxes in {gt_path.name} but only {len(seq_frames)} frames"
             )
             continue
@@ -138,7 +140,7 @@ def _read_video(
         if (folder / "frames.txt").is_file():
             numbers = read_frame_numbers(folder / "frames.txt", seq_frames)
             if len(numbers) != len(gt):
-                problems.append(f"{folder}: {len(gt)} boxes but {len(numbers)} lines in frames.txt")
+                problems[name] = f"{folder}: {len(gt)} boxes but {len(numbers)} lines in frames.txt"
                 continue
         sequences.append(
             Sequence(
@@ -154,16 +156,25 @@ def _read_video(
 
 
 def _read_videos(
-    folders: list[Path], dataset: str, frame_ranges: dict[str, tuple[int, int]] | None = None
+    folders: list[Path],
+    dataset: str,
+    frame_ranges: dict[str, tuple[int, int]] | None = None,
+    problems: dict[str, str] | None = None,
 ) -> list[Sequence]:
+    """The sequences of ``folders``. A broken one (more boxes than frames, no frames) is left
+    out and its problem put in ``problems`` (name -> problem); with ``problems`` None they are
+    raised together, as one FileNotFoundError."""
     check_exists(folders, f"{dataset} sequences")
-    problems: list[str] = []
+    found: dict[str, str] = {}
     sequences = []
     for folder in folders:
-        sequences += _read_video(folder, dataset, frame_ranges or {}, problems)
-    if problems:
+        sequences += _read_video(folder, dataset, frame_ranges or {}, found)
+    if problems is not None:
+        problems.update(found)
+    elif found:
+        messages = list(dict.fromkeys(found.values()))
         raise FileNotFoundError(
-            f"{dataset}: {len(problems)} problem(s):\n  " + "\n  ".join(problems)
+            f"{dataset}: {len(messages)} problem(s):\n  " + "\n  ".join(messages)
         )
     return sequences
 
@@ -172,33 +183,36 @@ def _sequence_folders(root: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and _targets_of(p))
 
 
-def load_folder(root: str | Path, dataset: str = "folder") -> list[Sequence]:
+def load_folder(
+    root: str | Path, dataset: str = "folder", problems: dict[str, str] | None = None
+) -> list[Sequence]:
     """Every OTB/VOT-style sequence folder under ``root`` (or ``root`` itself if it is one).
 
     When the annotation has fewer lines than there are frames, the first frames are used (OTB
     ships a few sequences with extra frames, e.g. Football1), with one warning per sequence;
-    more lines than frames is an error.
+    more lines than frames is an error: one FileNotFoundError lists every broken sequence, or,
+    where a ``problems`` dict is given, they are left out and put there (name -> problem).
     """
     root = Path(root)
     if not root.is_dir():
         raise NotADirectoryError(f"{dataset}: not a folder: {root}")
     if _targets_of(root):
-        return _read_videos([root], dataset)
+        return _read_videos([root], dataset, problems=problems)
     folders = _sequence_folders(root)
     if not folders:
         raise FileNotFoundError(
             f"{dataset}: no sequence folders in {root} (expected NAME/groundtruth_rect.txt or "
             "NAME/groundtruth.txt with frames in NAME/img/, NAME/color/ or NAME/)"
         )
-    return _read_videos(folders, dataset)
+    return _read_videos(folders, dataset, problems=problems)
 
 
-def load_otb(root: str | Path) -> list[Sequence]:
+def load_otb(root: str | Path, problems: dict[str, str] | None = None) -> list[Sequence]:
     """OTB-2013/2015 as distributed: ``root/NAME/img/%04d.jpg`` and ``groundtruth_rect.txt``.
 
     Multi-target videos become NAME_1, NAME_2 (Jogging, Skating2); sequences annotated on a
     range of their frames (David, BlurCar1/3/4) use that range; attributes come from
-    ``NAME/attrs.txt`` when present.
+    ``NAME/attrs.txt`` when present. Broken sequences: as :func:`load_folder`.
     """
     root = Path(root)
     if not root.is_dir():
@@ -206,14 +220,15 @@ def load_otb(root: str | Path) -> list[Sequence]:
     folders = _sequence_folders(root)
     if not folders:
         raise FileNotFoundError(f"otb: no NAME/groundtruth_rect.txt under {root}")
-    return _read_videos(folders, "otb", OTB_FRAME_RANGES)
+    return _read_videos(folders, "otb", OTB_FRAME_RANGES, problems)
 
 
-def load_vot(root: str | Path) -> list[Sequence]:
+def load_vot(root: str | Path, problems: dict[str, str] | None = None) -> list[Sequence]:
     """A VOT short-term data set: ``root/list.txt`` and ``root/NAME/groundtruth.txt``.
 
     Frames are in ``NAME/color/`` (VOT2019 on) or ``NAME/`` (earlier); 4-corner polygons become
     their tightest axis-aligned box. Without ``list.txt`` every sequence folder is read.
+    Broken sequences: as :func:`load_folder`.
     """
     root = Path(root)
     if not root.is_dir():
@@ -227,4 +242,4 @@ def load_vot(root: str | Path) -> list[Sequence]:
         folders = _sequence_folders(root)
         if not folders:
             raise FileNotFoundError(f"vot: no list.txt and no NAME/groundtruth.txt under {root}")
-    return _read_videos(folders, "vot")
+    return _read_videos(folders, "vot", problems=problems)

@@ -165,15 +165,20 @@ def check_exists(paths: Iterable[Path], what: str) -> None:
         raise FileNotFoundError(f"{what}: {len(missing)} missing path(s):\n  {shown}{more}")
 
 
-def select(sequences: list[Sequence], names: Iterable[str] | None) -> list[Sequence]:
-    """The sequences called ``names`` in that order (all when None); ValueError lists unknowns."""
+def select(
+    sequences: list[Sequence], names: Iterable[str] | None, left_out: Iterable[str] = ()
+) -> list[Sequence]:
+    """The sequences called ``names`` in that order (all when None); ValueError lists unknowns.
+    ``left_out``: names of the data set's sequences that are not in ``sequences`` (broken ones
+    a reader left out): valid names, skipped."""
     if names is None:
         return sequences
     by_name = {s.name: s for s in sequences}
+    known = {*by_name, *left_out}
     names = list(names)
-    unknown = [n for n in names if n not in by_name]
+    unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(
-            f"unknown sequence(s) {', '.join(unknown)}; valid names: {', '.join(sorted(by_name))}"
+            f"unknown sequence(s) {', '.join(unknown)}; valid names: {', '.join(sorted(known))}"
         )
-    return [by_name[n] for n in names]
+    return [by_name[n] for n in names if n in by_name]
