@@ -1,5 +1,6 @@
 """The sequences tracker settings are chosen on, shared by the benchmarks that choose them:
-generated sequences (:mod:`ebmtrack.data.synthetic`, seeded) and the training pack's tracks,
+generated sequences (:mod:`ebmtrack.data.synthetic`, seeded), the training pack's tracks and clips
+(also as look-alike sequences, :mod:`ebmtrack.data.lookalike`),
 never the test sequences (``../shared/data/sequences``). Imported by the scripts of this folder
 (``python benchmarks/bench_*.py`` puts it on the path)."""
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ebmtrack.data.datasets.folder import load_folder
+from ebmtrack.data.lookalike import lookalike_set
 from ebmtrack.data.synthetic import SyntheticConfig, SyntheticSequence
 from ebmtrack.evaluation.runner import track_sequence
 from ebmtrack.evaluation.scoring import score_run
@@ -43,6 +45,13 @@ def pack_clips() -> list:
     if not CLIPS.is_dir():
         return []
     return [s for s in load_folder(CLIPS) if s.name in CLIP_HOLDOUT]
+
+
+def lookalike_clips() -> list:
+    """The held-out clips (:func:`pack_clips`) as look-alike sequences
+    (:func:`ebmtrack.data.lookalike.lookalike_set`, seed 0, two copies of the target passing
+    behind it); none if the pack is not beside the repository."""
+    return lookalike_set(pack_clips(), seed=0, copies=2)
 
 
 def score_sets(make_tracker: Callable, sets: dict[str, list]) -> dict:
