@@ -51,3 +51,36 @@ def test_the_file_gets_the_permissions_of_an_ordinary_new_file(tmp_path):
     finally:
         os.umask(before)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_a_set_is_renamed_together_or_not_at_all(tmp_path):
+    from ebmtrack.files import write_atomic_set
+
+    paths = [tmp_path / "demo.mp4", tmp_path / "boxes.txt"]
+    for path in paths:
+        path.write_text("earlier\n")
+
+    def first_then_fail(tmps):
+        tmps[0].write_text("new\n")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic_set(paths, first_then_fail)
+    assert [p.read_text() for p in paths] == ["earlier\n", "earlier\n"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["boxes.txt", "demo.mp4"]
+    held = []
+
+    class Hold:
+        def __enter__(self):
+            held.append([p.read_text() for p in paths])  # nothing renamed yet
+
+        def __exit__(self, *exc):
+            held.append([p.read_text() for p in paths])
+
+    def both(tmps):
+        for tmp in tmps:
+            tmp.write_text(f"new {tmp.suffix}\n")
+
+    assert write_atomic_set(paths, both, Hold) == paths
+    assert held == [["earlier\n", "earlier\n"], ["new .mp4\n", "new .txt\n"]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["boxes.txt", "demo.mp4"]

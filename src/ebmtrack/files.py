@@ -3,21 +3,25 @@ beside the target, which is then renamed over it (a rename within a folder is at
 
 An interrupted write (an error, a stop, a crash) leaves the earlier file as it was; a finished
 one replaces it whole. Concurrent writers of one target each write their own temporary file, and
-the last rename wins.
+the last rename wins. Files that belong together (a video, its boxes and their scores) are
+written as one set by :func:`write_atomic_set`: all renamed after the last one is written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 __all__ = [
     "TEMPORARY_SUFFIX",
     "new_file_mode",
     "write_atomic",
+    "write_atomic_set",
     "write_json_atomic",
     "write_text_atomic",
 ]
@@ -44,21 +48,43 @@ def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
     On any error, ``KeyboardInterrupt`` included, the temporary file is removed and ``path`` is
     left as it was.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(
-        dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX + path.suffix
-    )
-    os.close(fd)
-    tmp = Path(name)
+    return write_atomic_set([path], lambda tmps: write(tmps[0]))[0]
+
+
+def write_atomic_set(
+    paths: Sequence[str | Path],
+    write: Callable[[list[Path]], object],
+    hold: Callable[[], AbstractContextManager] = contextlib.nullcontext,
+) -> list[Path]:
+    """:func:`write_atomic` for files that belong together: ``write(tmps)`` writes each of
+    ``paths`` to its temporary file (``tmps[i]`` for ``paths[i]``), then all are renamed into
+    place, inside ``hold()`` (e.g. with signals held, so that no stop comes between two
+    renames); returns ``paths``.
+
+    On any error before the renames, ``KeyboardInterrupt`` included, the temporary files are
+    removed and every path is left as it was: the folder holds the earlier set or the new one.
+    A temporary file that ``write`` leaves empty is renamed all the same.
+    """
+    paths = [Path(path) for path in paths]
+    tmps: list[Path] = []
     try:
-        os.chmod(tmp, new_file_mode())
-        write(tmp)
-        os.replace(tmp, path)
+        for path in paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(
+                dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX + path.suffix
+            )
+            os.close(fd)
+            tmps.append(Path(name))
+            os.chmod(name, new_file_mode())
+        write(list(tmps))
+        with hold():
+            for tmp, path in zip(tmps, paths):
+                os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        for tmp in tmps:
+            tmp.unlink(missing_ok=True)
         raise
-    return path
+    return paths
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
