@@ -1,24 +1,20 @@
 """Success and precision plots in the style of the OTB / ATOM papers, as PNG files.
 
-Figures are built with ``matplotlib.figure.Figure`` (no pyplot), so no global backend is touched.
+Figures are built with ``matplotlib.figure.Figure`` on an Agg canvas (no pyplot, no display):
+they are drawn the same with or without a screen, and no global backend is touched.
 """
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ebmtrack.evaluation import metrics as M
 
-try:
+if TYPE_CHECKING:
     from matplotlib.figure import Figure
-except ModuleNotFoundError:  # the default install: plots come with ebmtrack[train]
-    Figure = None
-
-logger = logging.getLogger(__name__)
-_SKIPPED: list[str] = []
 
 _STYLES = ("-", "--", "-.", ":")
 LEGEND_INSIDE_UP_TO = 8
@@ -37,7 +33,12 @@ def curve_figure(
     """The figure of ``curves`` over ``thresholds``, each labelled with its score in %; the
     legend inside the plot at ``corner`` (up to :data:`LEGEND_INSIDE_UP_TO` curves), so that a
     few curves keep the plot's whole width."""
+    # Imported here, where a plot is drawn (matplotlib takes about half a second to import).
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(5.5, 4.0), dpi=110)
+    FigureCanvasAgg(fig)  # the figure's canvas: Agg, whatever backend the process has
     ax = fig.subplots()
     for i, name in enumerate(sorted(curves, key=lambda n: -scores[n])):
         ax.plot(
@@ -67,16 +68,7 @@ def _plot(
     xlabel: str,
     title: str,
     corner: str,
-) -> Path | None:
-    if Figure is None:  # said once per process; None: no file
-        if not _SKIPPED:
-            logger.warning(
-                "%s and the other plots not written: they need matplotlib (pip install "
-                "'ebmtrack[train]')",
-                Path(path).name,
-            )
-        _SKIPPED.append(str(path))
-        return None
+) -> Path:
     fig = curve_figure(curves, thresholds, scores, xlabel, title, corner)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -84,9 +76,7 @@ def _plot(
     return path
 
 
-def plot_success(
-    curves: dict[str, np.ndarray], path: str | Path, title: str = ""
-) -> Path | None:
+def plot_success(curves: dict[str, np.ndarray], path: str | Path, title: str = "") -> Path:
     """Success plot: fraction of frames with IoU > threshold; the legend gives each AUC in %."""
     scores = {n: M.area_under_curve(c) for n, c in curves.items()}
     return _plot(
@@ -100,9 +90,7 @@ def plot_success(
     )
 
 
-def plot_precision(
-    curves: dict[str, np.ndarray], path: str | Path, title: str = ""
-) -> Path | None:
+def plot_precision(curves: dict[str, np.ndarray], path: str | Path, title: str = "") -> Path:
     """Precision plot: fraction of frames with centre error <= threshold (px); the legend gives
     the precision at 20 px in %."""
     scores = {
