@@ -2,7 +2,8 @@
 group) or SIGTERM (``kill``, ``timeout``, job schedulers: the command alone) at random points,
 then run again until they finish. Each stop is one line and exit 130 / 143, leaves no process
 behind, and the final results equal those of a run that was never stopped. A SIGTERM to the whole
-group of a training run with a data worker (the worker signalled first) is one line too."""
+group of a training run with a data worker (the worker signalled first) is one line too. A
+``demo`` stopped over an earlier run's folder leaves that run's files as they were."""
 
 from __future__ import annotations
 
@@ -14,7 +15,15 @@ import subprocess
 import time
 
 import pytest
-from cli_helpers import EBMTRACK, QUIET, ebmtrack, generated_sequences, interrupt, live_processes
+from cli_helpers import (
+    EBMTRACK,
+    QUIET,
+    ebmtrack,
+    generated_sequences,
+    interrupt,
+    live_processes,
+    snapshot,
+)
 from safetensors.numpy import load_file
 
 STOPS = [(signal.SIGINT, 1), (signal.SIGTERM, 2)]
@@ -83,6 +92,39 @@ def test_eval_stopped_and_resumed_equals_an_uninterrupted_run(eval_reference, si
     assert len(boxes) == 8
     for name in boxes:
         assert (out / "results" / name).read_text() == (reference / name).read_text(), name
+
+
+def _sizes(folder) -> dict[str, int]:
+    sizes = {}
+    for path in folder.iterdir():
+        try:
+            sizes[path.name] = path.stat().st_size
+        except FileNotFoundError:  # a temporary file renamed meanwhile
+            pass
+    return sizes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("signum", "seed"), STOPS)
+def test_demo_stopped_over_an_earlier_run_keeps_it_whole(tmp_path, signum, seed):
+    out = tmp_path / "demo"
+    args = ["demo", "--tracker", "kcf", "--no-progress", "--out", out]
+    assert ebmtrack(*args).returncode == 0
+    earlier, sizes = snapshot(out), _sizes(out)
+    # Stopped a moment after the new run has started writing (a file appeared or changed).
+    delay = random.Random(seed).uniform(0, 0.2)
+    done, left = interrupt(args, signum, delay, ready=lambda: _sizes(out) != sizes)
+    assert left == []
+    assert not list(out.glob(".*")), "a temporary file was left behind"
+    if done.returncode == 0:  # it finished first: the new set, whole
+        assert snapshot(out).keys() == earlier.keys()
+        return
+    assert done.returncode == EXIT[signum], done.stderr
+    names = "demo.mp4, demo.gif, boxes.txt, success.png, metrics.json"
+    assert done.stderr.strip() == (
+        f"ebmtrack demo: {WORDS[signum]}; {out} keeps the earlier {names} as they were"
+    )
+    assert snapshot(out) == earlier
 
 
 TRAIN = ["--preset", "synthetic-smoke", "--epochs", "3", "--samples-per-epoch", "32"]

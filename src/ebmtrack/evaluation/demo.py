@@ -17,7 +17,9 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +30,7 @@ from ebmtrack.evaluation.plots import plot_success
 from ebmtrack.evaluation.provenance import environment, tracker_provenance
 from ebmtrack.evaluation.render import GifBudget, GifWriter, Mp4Writer, draw_track
 from ebmtrack.evaluation.scoring import OTB_PROTOCOL, score_run
+from ebmtrack.files import write_atomic_set
 from ebmtrack.process import torch_threads
 from ebmtrack.tracking.base import Tracker
 from ebmtrack.tracking.init_box import clip_init_box
@@ -221,8 +224,30 @@ def _track_clip(
     return boxes, times, loop_seconds
 
 
-def run_demo(config: DemoConfig | None = None) -> DemoResult:
+def output_names(video: bool = True) -> dict[str, str]:
+    """The files the demo writes, by key (``mp4``, ``gif`` with ``video``; ``boxes``,
+    ``success``, ``metrics``)."""
+    names = {"mp4": "demo.mp4", "gif": "demo.gif"} if video else {}
+    return {**names, "boxes": "boxes.txt", "success": "success.png", "metrics": "metrics.json"}
+
+
+def _setting(tracker: Tracker, name: str):
+    """A parameter of one of our trackers (the torch tracker's params attribute, the
+    runtime's params entry); None for others."""
+    params = getattr(tracker, "params", None)
+    return params.get(name) if isinstance(params, dict) else getattr(params, name, None)
+
+
+def run_demo(
+    config: DemoConfig | None = None,
+    hold: Callable[[], AbstractContextManager] = contextlib.nullcontext,
+) -> DemoResult:
     """Track the demo clip with ``config.tracker`` and write the outputs to ``config.out``.
+
+    The outputs are one set (:func:`~ebmtrack.files.write_atomic_set`): written to temporary
+    files, then renamed into place together inside ``hold()`` (the command line holds Ctrl-C
+    and SIGTERM there), so that a stop leaves the folder's earlier files as they were or this
+    run's files, all of them.
 
     Raises:
         ValueError: bad configuration (unknown tracker, backbone, weights) or unwritable ``out``.
@@ -237,33 +262,40 @@ def run_demo(config: DemoConfig | None = None) -> DemoResult:
         )
     out = prepare_output_folder(config.out)
     sequence = demo_sequence(config.max_frames)
-    n = len(sequence)
-    files = {
-        "boxes": out / "boxes.txt",
-        "success": out / "success.png",
-        "metrics": out / "metrics.json",
-    }
-    if config.video:
-        files = {"mp4": out / "demo.mp4", "gif": out / "demo.gif", **files}
-
+    files = {key: out / name for key, name in output_names(config.video).items()}
     lite = resolve_runtime(config.tracker, config.runtime) == "lite"
     with contextlib.nullcontext() if lite else torch_threads(config.threads):
         tracker = _build_tracker(config)
-        boxes, times, loop_seconds = _track_clip(tracker, sequence, config, files)
+        done: list[DemoResult] = []
 
+        def write(temporary: list[Path]) -> None:
+            done.append(_write_outputs(tracker, sequence, config, dict(zip(files, temporary))))
+
+        write_atomic_set(list(files.values()), write, hold)
+    return replace(done[0], files=files)
+
+
+def _write_outputs(
+    tracker: Tracker, sequence: Sequence, config: DemoConfig, files: dict[str, Path]
+) -> DemoResult:
+    """Track ``sequence`` and write every output to ``files`` (temporary paths)."""
+    n = len(sequence)
+    boxes, times, loop_seconds = _track_clip(tracker, sequence, config, files)
     _write_boxes(files["boxes"], boxes)
     # Scored from the file as written, so that anyone can recompute the numbers from it.
     scored = score_run(read_boxes(files["boxes"]), sequence, OTB_PROTOCOL, times)
     summary = scored.summary()
-    backbone = getattr(getattr(tracker, "params", None), "backbone", None)
-    # Without a box head the box is sized by the classifier alone: say so next to the score.
-    box_refinement = getattr(tracker, "box_head", None) is not None if backbone else None
+    # What the tracker computes with, as its runtime says (the runtime: its export's manifest).
+    made_by = tracker_provenance(tracker)
+    backbone = made_by.get("backbone")  # None: not one of ours (OpenCV's trackers)
+    head = getattr(tracker, "box_head", getattr(tracker, "head", None))
+    box_refinement = head is not None if backbone else None
+    # Without a box head or the siamese box the classifier alone sizes the box: say so.
     notes = [backbone] if backbone else []
-    if box_refinement is False:
+    if box_refinement is False and "siamese" not in str(_setting(tracker, "box_mode")):
         notes.append("classifier only")
     label = config.tracker + (f" ({', '.join(notes)})" if notes else "")
-    if plot_success({label: scored.success}, files["success"], title=f"on {sequence.name}") is None:
-        del files["success"]  # no matplotlib: plot_success said so
+    plot_success({label: scored.success}, files["success"], title=f"on {sequence.name}")
     result = DemoResult(
         clip=sequence.name,
         frames=n,
@@ -274,16 +306,30 @@ def run_demo(config: DemoConfig | None = None) -> DemoResult:
         init_seconds=float(times[0]),
         files=files,
     )
+    if made_by.get("runtime") == "lite":  # the shipped export's networks, ONNX Runtime's threads
+        weights = {"weights": f"shipped export {made_by['tracker']}"}
+        threads = made_by["threads"]
+    else:
+        weights = {
+            "weights": None if config.weights is None else str(config.weights),
+            "backbone_weights": None
+            if config.backbone_weights is None
+            else str(config.backbone_weights),
+        }
+        threads = config.threads
     metrics = {
         "clip": sequence.name,
         "frames": n,
         "tracker": config.tracker,
         "backbone": backbone,
-        "weights": None if config.weights is None else str(config.weights),
-        "backbone_weights": None
-        if config.backbone_weights is None
-        else str(config.backbone_weights),
+        **weights,
         "box_refinement": box_refinement,
+        **{
+            key: made_by[key]
+            for key in ("precision", "backbone_precision", "device")
+            if key in made_by
+        },
+        "threads": threads,
         "protocol": OTB_PROTOCOL.name,
         "auc": result.auc,
         "precision_20px": result.precision,
@@ -294,10 +340,9 @@ def run_demo(config: DemoConfig | None = None) -> DemoResult:
         "fps_loop": result.fps_loop,
         "fps_loop_includes_video": config.video,
         "init_seconds": result.init_seconds,
-        "torch_threads": config.threads,
         "cpu_count": os.cpu_count(),
         # weights (sha256), precision, backbone runtime, versions: what made these numbers
-        "produced_by": {"tracker": tracker_provenance(tracker), "environment": environment()},
+        "produced_by": {"tracker": made_by, "environment": environment()},
     }
     files["metrics"].write_text(json.dumps(metrics, indent=2) + "\n")
     return result

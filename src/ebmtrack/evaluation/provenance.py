@@ -15,7 +15,8 @@ from ebmtrack.files import write_json_atomic
 
 __all__ = ["environment", "record_provenance", "read_provenance", "tracker_provenance"]
 
-_PACKAGES = ("ebmtrack", "torch", "onnxruntime", "opencv-contrib-python-headless", "numpy")
+_OPENCV = "opencv-contrib-python-headless"
+_PACKAGES = ("ebmtrack", "torch", "onnxruntime", _OPENCV, "numpy")
 _CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "neon")
 
 
@@ -28,21 +29,24 @@ def _version(package: str) -> str | None:
 
 def environment() -> dict:
     """Versions of Python and the packages that compute the numbers (torch, ONNX Runtime,
-    OpenCV, numpy), the machine and its CPU's vector instructions that change speed or
-    precision (bfloat16, int8)."""
+    OpenCV, numpy; those installed), the machine and its CPU's vector instructions that change
+    speed or precision (bfloat16, int8)."""
     import cv2
 
-    versions = {name: _version(name) for name in _PACKAGES}
+    versions = {name: _version(name) for name in _PACKAGES if name != _OPENCV}
+    versions = {name: version for name, version in versions.items() if version is not None}
     versions["opencv"] = cv2.__version__  # whichever OpenCV build is imported
-    versions.pop("opencv-contrib-python-headless")
     info = {"python": platform.python_version(), **versions, "machine": platform.machine()}
     if "torch" in sys.modules:
         info["torch_cuda"] = sys.modules["torch"].version.cuda
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
         flags = next(
-            (line.split(":", 1)[1].split() for line in cpuinfo.read_text().splitlines()
-             if line.startswith(("flags", "Features"))),
+            (
+                line.split(":", 1)[1].split()
+                for line in cpuinfo.read_text().splitlines()
+                if line.startswith(("flags", "Features"))
+            ),
             [],
         )
         info["cpu_flags"] = [f for f in _CPU_FLAGS if f in flags]
@@ -60,15 +64,27 @@ def tracker_provenance(tracker) -> dict:
     """What a built tracker computes with: its class; for ours the backbone, the sha256 of its
     weights file, precision, backbone runtime, device and a sha256 of each head's weights (the
     state dict's names and values: the same weights give the same hash, whatever file held
-    them); for OpenCV's DNN trackers the sha256 of their model files."""
+    them); for the torch-free runtime (``runtime`` ``lite``) the backbone and the sha256 of the
+    ONNX file it runs, the precision of the tracker's arithmetic and of its backbone (``int8``
+    for ``onnx-int8``), device ``cpu``, ONNX Runtime's intra-op ``threads`` and the sha256 of
+    each file of its export; for OpenCV's DNN trackers the sha256 of their model files."""
     info = {"class": type(tracker).__name__}
     export = getattr(tracker, "export", None)
     if export is not None:  # the torch-free runtime: the export's files say what it computes
+        backbone = export.manifest["backbone"]
+        files = export.manifest["files"]
+        runtime = tracker.backbone_runtime
         info["runtime"] = "lite"
         info["tracker"] = tracker.name
-        info["backbone_runtime"] = tracker.backbone_runtime
+        info["backbone"] = backbone["name"]
+        info["backbone_weights_sha256"] = files[backbone["files"][runtime]]["sha256"]
+        info["precision"] = str(tracker.training_dtype)
+        info["backbone_precision"] = "int8" if runtime == "onnx-int8" else "float32"
+        info["backbone_runtime"] = runtime
+        info["device"] = "cpu"  # ONNX Runtime's CPU provider
+        info["threads"] = tracker.threads
         info["export_files_sha256"] = {
-            name: entry["sha256"] for name, entry in sorted(export.manifest["files"].items())
+            name: entry["sha256"] for name, entry in sorted(files.items())
         }
         return info
     backbone = getattr(tracker, "backbone", None)
@@ -78,8 +94,10 @@ def tracker_provenance(tracker) -> dict:
     params = getattr(tracker, "params", None)
     if params is not None:
         dtype = getattr(tracker, "dtype", None)
-        info["precision"] = str(dtype).replace("torch.", "") if dtype is not None else getattr(
-            params, "precision", None
+        info["precision"] = (
+            str(dtype).replace("torch.", "")
+            if dtype is not None
+            else getattr(params, "precision", None)
         )
         info["backbone_runtime"] = getattr(tracker, "backbone_runtime", None) or getattr(
             params, "backbone_runtime", None
