@@ -130,6 +130,15 @@ def test_split_features_and_bad_boxes(backbone):
         multi.track(moving_targets(1)[0])
 
 
+def test_no_boxes_is_said_so():
+    import ebmtrack
+
+    multi = ebmtrack.load_multi_tracker("kcf")
+    for empty in ([], np.zeros((0, 4))):
+        with pytest.raises(ValueError, match=r"^no boxes to track: give at least one"):
+            multi.initialize(moving_targets(1)[0], empty)
+
+
 def test_load_multi_tracker_checks_options_first():
     import ebmtrack
 

@@ -74,9 +74,11 @@ class MultiTargetTracker:
     def initialize(self, frame: np.ndarray, boxes) -> None:
         """Start every target on ``frame``; ``boxes`` (N, 4) of (x, y, w, h), N >= 1."""
         boxes = np.asarray(boxes, dtype=np.float64)
+        if boxes.size == 0:
+            raise ValueError("no boxes to track: give at least one (x, y, w, h) box")
         if boxes.ndim == 1:
             boxes = boxes[None]
-        if boxes.ndim != 2 or boxes.shape[1] != 4 or len(boxes) < 1:
+        if boxes.ndim != 2 or boxes.shape[1] != 4:
             raise ValueError(f"boxes must be (N, 4) x, y, w, h with N >= 1, got {boxes.shape}")
         if self.shares_backbone:
             self.targets = [self.prototype.start(frame, box) for box in boxes]
