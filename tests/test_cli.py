@@ -68,3 +68,22 @@ def test_readme_says_what_shared_is():
     readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
     assert "`../shared` is a folder beside the repository" in readme
     assert "the test data, `../shared/data/sequences`" in readme
+
+
+def test_every_command_that_runs_takes_no_progress():
+    """--no-progress is taken by every command but the listing (export draws no bar: it says
+    so the same way)."""
+    takes = [
+        command
+        for command, parser in _subparsers().items()
+        if any("--no-progress" in action.option_strings for action in parser._actions)
+    ]
+    assert takes == [command for command in SUBCOMMANDS if command != "trackers"]
+
+
+def test_threads_help_fits_both_runtimes():
+    from ebmtrack.cli.main import THREADS_HELP
+
+    assert "ONNX Runtime" in THREADS_HELP and "PyTorch" in THREADS_HELP
+    threads = next(a for a in _subparsers()["track"]._actions if a.dest == "threads")
+    assert "torch" not in threads.help.replace("torch tracker", "")

@@ -29,6 +29,9 @@ def test_a_file_as_out_is_refused(tmp_path):
         (["--tracker", "csrt"], "--tracker csrt: cannot be exported"),
         (["--tracker", "atom", "--option", "speed=3"], "speed"),
         (["--tracker", "nosuch"], "nosuch"),
+        # the torch tracker's options: checked as it checks them, not refused as the runtime's
+        (["--option", "search_size=100"], "search_size=100: search_size must be a multiple of 16"),
+        (["--runtime", "lite"], "--runtime lite: an export is made from the torch tracker"),
         (
             ["--tracker", "atom-polished", "--option", "box_climb=ebm"],
             "box_climb 'ebm' is not one the lite runtime runs",
@@ -57,3 +60,11 @@ def test_export_writes_a_manifest_of_every_file_and_replaces_an_earlier_export(t
     again = ebmtrack("export", "--tracker", "atom", "--out", out)
     assert again.returncode == 0, again.stderr
     assert json.loads((out / "params.json").read_text())["seed"] == 0
+
+
+def test_no_progress_is_taken_as_by_every_command(tmp_path):
+    """Refused where export draws no bar, it made scripts that pass it to every command fail."""
+    from ebmtrack.cli.main import build_parser
+
+    args = build_parser().parse_args(["export", "--out", str(tmp_path / "x"), "--no-progress"])
+    assert args.no_progress is True

@@ -74,9 +74,7 @@ def test_tracks_a_video_file_to_stdout(tmp_path, capsys):
     for frame in _frames(4):
         writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
     writer.release()
-    code = main(
-        ["track", str(path), "--init", "50,40,40,32", "--no-progress"]
-    )
+    code = main(["track", str(path), "--init", "50,40,40,32", "--no-progress"])
     assert code == 0
     assert len(capsys.readouterr().out.strip().splitlines()) == 4
 
@@ -173,10 +171,12 @@ def test_max_frames_tracks_the_first_frames_and_completes(sequence, tmp_path, ca
     assert main([*args, "--max-frames", "9", "--no-progress"]) == 0  # more than there are
     assert len(out.read_text().splitlines()) == 5
     capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_:
-        main([*args, "--max-frames", "0"])
-    assert exit_.value.code == 2
-    assert "argument --max-frames: must be an integer >= 1, got '0'" in _error_line(capsys)
+    for given in ("0", "-3", "x"):  # one message, the valid range, whatever is wrong
+        with pytest.raises(SystemExit) as exit_:
+            main([*args, "--max-frames", given])
+        assert exit_.value.code == 2
+        line = f"argument --max-frames: must be an integer >= 1, got '{given}'"
+        assert line in _error_line(capsys)
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ebmtrack.cli.main import CLIError, add_out_argument
+from ebmtrack.cli.main import CLIError, add_out_argument, add_progress_argument
 from ebmtrack.cli.options import OPTION_HELP
 from ebmtrack.cli.trackers import add_tracker_arguments, tracker_settings
 
@@ -30,6 +30,7 @@ def add_parser(subparsers) -> None:
         metavar="KEY=VALUE",
         help=f"any option of the tracker, e.g. search_size=256 ({OPTION_HELP})",
     )
+    add_progress_argument(parser)  # as every command takes it: an export draws no bar
     parser.set_defaults(func=run)
 
 
@@ -39,7 +40,11 @@ def run(args: argparse.Namespace) -> int:
     from ebmtrack.tracking.registry import tracker_kind
 
     check_destination(args.out)  # before the tracker is built
+    if args.runtime == "lite":
+        raise CLIError("--runtime lite: an export is made from the torch tracker (--runtime torch)")
+    args.runtime = "torch"  # so its options are the torch tracker's (search_size, backbone, ...)
     name, options = tracker_settings(args)
+    options.pop("runtime")
     if not tracker_kind(name).backbone:
         raise CLIError(f"--tracker {name}: cannot be exported; the lite runtime runs {EXPORTABLE}")
     out = export_tracker(name, args.out, **options)

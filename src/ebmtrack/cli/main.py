@@ -31,15 +31,42 @@ SUBCOMMANDS: tuple[str, ...] = ("demo", "eval", "export", "regress1d", "train", 
 
 EXIT_ERROR, EXIT_BROKEN_PIPE, EXIT_SIGINT, EXIT_SIGTERM = 2, 141, 130, 143
 
-# The modules ebmtrack[train] adds to the default install (pyproject.toml): a command that needs
-# one where it is missing says so in one line.
-TRAIN_MODULES = ("torch", "torchvision", "scipy", "matplotlib", "safetensors", "onnx", "skimage")
+TRAIN_EXTRA = "pip install 'ebmtrack[train]'"
+# What installs each module a command may find missing, and what it is: those ebmtrack[train]
+# adds to the default install (pyproject.toml), and the default install's own. A command that
+# misses one says so in one line; a module not named here is a fault of ours (a traceback).
+MODULES: dict[str, tuple[str, str]] = {
+    "torch": ("PyTorch", TRAIN_EXTRA),
+    "torchvision": ("torchvision", TRAIN_EXTRA),
+    "scipy": ("SciPy", TRAIN_EXTRA),
+    "matplotlib": ("matplotlib", TRAIN_EXTRA),
+    "safetensors": ("safetensors", TRAIN_EXTRA),
+    "onnx": ("ONNX", TRAIN_EXTRA),
+    "skimage": ("scikit-image", TRAIN_EXTRA),
+    "cv2": ("OpenCV", "pip install opencv-contrib-python-headless"),
+    "onnxruntime": ("ONNX Runtime", "pip install onnxruntime"),
+    "numpy": ("NumPy", "pip install numpy"),
+    "PIL": ("Pillow", "pip install Pillow"),
+    "tqdm": ("tqdm", "pip install tqdm"),
+    "yaml": ("PyYAML", "pip install pyyaml"),
+}
+# The commands that need ebmtrack[train] (PyTorch) whatever they are given.
+TRAIN_COMMANDS = ("export", "regress1d", "train")
 
 
-def _needs_train(command: str, module: str | None) -> str:
-    top = (module or "torch").partition(".")[0]
-    what = "PyTorch" if top == "torch" else f"PyTorch and {top}"
-    return f"{command} needs {what} (ebmtrack[train]): pip install 'ebmtrack[train]'"
+def missing_module(command: str, module: str | None) -> str | None:
+    """The one line for a command that found ``module`` (``ModuleNotFoundError.name``)
+    missing: ``export needs PyTorch (ebmtrack[train]): pip install 'ebmtrack[train]'`` for a
+    command of ebmtrack[train]'s, else what is missing and the install that provides it
+    (``OpenCV is not installed (no module 'cv2'): pip install ...``); None for a module not
+    in :data:`MODULES`."""
+    top = (module or "").partition(".")[0]
+    if top not in MODULES:
+        return None
+    what, install = MODULES[top]
+    if command in TRAIN_COMMANDS and install == TRAIN_EXTRA:
+        return f"{command} needs {what} (ebmtrack[train]): {install}"
+    return f"{what} is not installed (no module {top!r}): {install}"
 
 
 class CLIError(Exception):
@@ -84,22 +111,29 @@ def non_negative_int(text: str) -> int:
 
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1."""
-    value = non_negative_int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
     return value
 
 
-THREADS_HELP = "torch CPU threads of each process that runs a model"
+THREADS_HELP = (
+    "CPU threads of each process that runs a model (ONNX Runtime's, and PyTorch's where a "
+    "torch tracker runs)"
+)
 
 
 def add_threads_argument(
     parser: argparse.ArgumentParser, default: int | None = 1, default_text: str | None = None
 ) -> None:
-    """``--threads N``: torch CPU threads per process, the same meaning in every command.
+    """``--threads N``: CPU threads per process (:func:`ebmtrack.process.configure_threads`),
+    the same meaning in every command and runtime.
 
     One thread by default where one process tracks, because on a busy 2-core machine two threads
-    ran 8-40x slower than one (docs/demo.md). 0 leaves torch's own default.
+    ran 8-40x slower than one (docs/demo.md). 0 leaves the libraries' own default.
     """
     shown = default_text or f"{default}"
     parser.add_argument(
@@ -107,7 +141,7 @@ def add_threads_argument(
         type=non_negative_int,
         default=default,
         metavar="N",
-        help=f"{THREADS_HELP} (default {shown}; 0 = torch's default, one per core)",
+        help=f"{THREADS_HELP} (default {shown}; 0 = the libraries' default, one per core)",
     )
 
 
@@ -363,7 +397,14 @@ def _quiet_opencv() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _quiet_opencv()  # before the sub-commands' modules import OpenCV
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except ModuleNotFoundError as err:  # an install without one of its dependencies
+        line = missing_module("", err.name)
+        if line is None:
+            raise
+        print(f"ebmtrack: error: {line}", file=sys.stderr)
+        return EXIT_ERROR
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         _unrecognized(parser, getattr(args, "command", None), unknown)
@@ -398,10 +439,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ebmtrack {command}: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_ERROR
     except ModuleNotFoundError as err:
-        if (err.name or "").partition(".")[0] not in TRAIN_MODULES:
+        line = missing_module(command, err.name)
+        if line is None:
             raise
-        # The default install: what trains, exports or runs a torch tracker is ebmtrack[train]'s.
-        print(f"ebmtrack {command}: error: {_needs_train(command, err.name)}", file=sys.stderr)
+        print(f"ebmtrack {command}: error: {line}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as err:
         if type(err).__module__ != "cv2":

@@ -2,7 +2,8 @@
 
 Peers for benchmarks: CSRT, KCF, MIL (``cv2``), MOSSE, MedianFlow, TLD, Boosting
 (``cv2.legacy``), and the DNN trackers NanoTrack and ViT, whose ONNX files are given by path or
-looked up by their usual names in ``model_dir``.
+looked up by their usual names in ``model_dir``. OpenCV is imported when a tracker is made, so
+that the registry lists the names (and ``ebmtrack --help`` runs) where it is missing.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 from ebmtrack.tracking.base import TrackResult, TrackStatus, check_frame_size
@@ -95,6 +95,8 @@ def resolve_model_files(
 
 
 def _create(kind: str, model_files: dict[str, str]):
+    import cv2
+
     attr_path, _ = _FACTORIES[kind]
     owner = cv2
     for part in attr_path.split("."):
@@ -148,11 +150,15 @@ class OpenCVTracker:
 
     @staticmethod
     def _to_bgr(frame: np.ndarray) -> np.ndarray:
+        import cv2
+
         if frame.ndim == 2:
             return cv2.cvtColor(frame, cv2.COLOR_GRAY2BGR)
         return cv2.cvtColor(frame, cv2.COLOR_RGB2BGR)
 
     def initialize(self, frame: np.ndarray, box: np.ndarray) -> None:
+        import cv2
+
         box = clip_init_box(box, frame.shape, "init box")
         # Whole pixels inside the frame: OpenCV's trackers fail on a Rect that leaves it.
         height, width = frame.shape[:2]
