@@ -98,8 +98,18 @@ def test_an_unknown_tracker_is_one_line(capsys):
 def test_a_warning_never_shares_the_progress_bars_line(tmp_path):
     sequence = generated_sequences(tmp_path / "data", count=1, frames=6) / "Square0"
     (sequence / "img" / "0004.png").write_bytes(b"broken")
-    done = ebmtrack("track", sequence, "--init", "15,20,20,20", "--tracker", "kcf",
-                    "--on-bad-frame", "skip", "--out", tmp_path / "b.csv")
+    done = ebmtrack(
+        "track",
+        sequence,
+        "--init",
+        "15,20,20,20",
+        "--tracker",
+        "kcf",
+        "--on-bad-frame",
+        "skip",
+        "--out",
+        tmp_path / "b.csv",
+    )
     assert done.returncode == 0, done.stderr
     assert "track:" in done.stderr and "warning: frame 4" in done.stderr  # the bar, the warning
     # Each of our lines starts a line: after a newline or the bar's carriage return.
@@ -111,3 +121,18 @@ def test_the_real_command_lists_them():
     done = ebmtrack("trackers")
     assert done.returncode == 0 and "csrt" in done.stdout
     assert "valid trackers" in error_line(ebmtrack("trackers", "nope"), "trackers")
+
+
+def test_the_list_marks_what_a_tracker_needs_besides_the_default_install(capsys, monkeypatch):
+    """[PyTorch]: ours without a shipped export; [--peer-models]: OpenCV's DNN trackers."""
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["trackers"]) == 0
+    out = capsys.readouterr().out
+    first = {line.split()[0]: line.split()[1] for line in out.splitlines() if line[:1].isalpha()}
+    assert {name for name, word in first.items() if word == "[PyTorch]"} == {"atom-lt", "dimp-nce+"}
+    assert {name for name, word in first.items() if word == "[--peer-models]"} == {
+        "nanotrack",
+        "vit",
+    }
+    assert first["atom"] != "[PyTorch]" and first["csrt"] == "OpenCV's"
+    assert "[PyTorch]: runs with ebmtrack[train] only" in " ".join(out.split())

@@ -40,6 +40,6 @@ def test_entries_of_several_names_and_continuations():
 
 def test_a_see_reference_is_followed_and_a_check_gives_the_values():
     filter_reg = next(d for d in option_docs("atom") if d.name == "filter_reg")
-    assert filter_reg.text == "lambda of w2." and filter_reg.allowed == "positive"
+    assert filter_reg.text == "lambda of w2." and filter_reg.allowed == "a number > 0"
     lost_crops = next(d for d in option_docs("atom-lt") if d.name == "lost_crops")
-    assert lost_crops.allowed == "an int >= 2"
+    assert lost_crops.allowed == "an integer >= 2"

@@ -127,12 +127,11 @@ def device_option(tracker: str, device: str | None) -> str | None:
 
     if device is None:
         return None
-    resolved = resolve_device(device)
     if "device" in accepted_options(tracker):
-        return resolved
+        return resolve_device(device)
     if device == "cuda":
         raise CLIError(f"--device cuda: tracker {tracker} runs on the CPU only")
-    return None
+    return None  # no GPU to look for: the tracker runs where it always does
 
 
 def check_tracker_options(name: str, options: dict, origins: dict[str, str]) -> None:
@@ -390,8 +389,10 @@ def _shown(value) -> str:
 
 # Options a flag of track / demo / eval sets, and how the flag is written.
 _OPTION_FLAGS = {
-    **{spec.option: f"{flag} {'VALUE' if spec.value is None else ''}".strip()
-       for flag, spec in FLAGS.items()},
+    **{
+        spec.option: f"{flag} {'VALUE' if spec.value is None else ''}".strip()
+        for flag, spec in FLAGS.items()
+    },
     "backbone_runtime": "--onnx for onnx",
     "model_dir": "--peer-models DIR",
     "device": "--device",
@@ -405,21 +406,37 @@ def _print_options(name: str, width: int) -> None:
     read from the code's own docs), then the page that explains them."""
     import textwrap
 
-    from ebmtrack.tracking.option_docs import option_docs, tracker_page
-    from ebmtrack.tracking.registry import kind_refusal
+    from ebmtrack.exports import shipped_export
+    from ebmtrack.tracking.option_docs import export_option_docs, option_docs, tracker_page
+    from ebmtrack.tracking.registry import kind_refusal, tracker_kind
+    from ebmtrack.tracking.runtime import TRAIN_EXTRA, torch_available
 
-    docs = option_docs(name)
+    # Without PyTorch a tracker of ours runs its shipped export: its options are the export's.
+    lite = tracker_kind(name).backbone and not torch_available()
+    if lite and shipped_export(name) is None:
+        raise CLIError(f"{name} needs PyTorch: {TRAIN_EXTRA}")
+    docs = export_option_docs(name) if lite else option_docs(name)
+    if lite:
+        note = (
+            f"Without PyTorch {name} runs its shipped export: these are its options (the torch "
+            f"tracker's, --runtime torch, need ebmtrack[train]: {TRAIN_EXTRA})."
+        )
+        print("\n".join(textwrap.wrap(note, width)))
     if not docs:
         print(f"{name}: takes no options")
     else:
-        print(f"{name}: {len(docs)} option(s), set with --option KEY=VALUE (eval: --option "
-              f"{name}.KEY=VALUE)")
+        print(
+            f"{name}: {len(docs)} option(s), set with --option KEY=VALUE (eval: --option "
+            f"{name}.KEY=VALUE)"
+        )
         print("KEY=DEFAULT, what it does [the values it takes; the flag that sets it too]")
     pad = 30
     for doc in docs:
         head = f"{doc.name}={_shown(doc.default)}"
-        # A flag of a kind the tracker is not is refused (nanotrack's backbone is a file).
-        flag = _OPTION_FLAGS.get(doc.name, "") if kind_refusal(name, doc.name) is None else ""
+        # A flag of a kind the tracker is not is refused (nanotrack's backbone is a file); the
+        # export's options are set by --option alone (--onnx: a file it does not hold).
+        refused = lite or kind_refusal(name, doc.name) is not None
+        flag = "" if refused else _OPTION_FLAGS.get(doc.name, "")
         if flag.split(" ")[0] in _PATH_FLAGS:
             flag = flag.replace("VALUE", "FILE")
         notes = "; ".join(n for n in (doc.allowed, flag and f"also {flag}") if n)
@@ -433,6 +450,19 @@ def _print_options(name: str, width: int) -> None:
         for line in lines[1:]:
             print(" " * pad + line)
     print(f"What they do in full, and how they were chosen: {tracker_page(name)}")
+
+
+def _needs(name: str) -> str:
+    """What tracker ``name`` needs besides the default install, as the list marks it:
+    ``[PyTorch] `` (ours without a shipped export), ``[--peer-models] `` (OpenCV's DNN
+    trackers), else nothing."""
+    from ebmtrack.exports import shipped_export
+    from ebmtrack.tracking.registry import tracker_kind
+
+    kind = tracker_kind(name)
+    if kind.backbone and shipped_export(name) is None:
+        return "[PyTorch] "
+    return "[--peer-models] " if kind.model_files else ""
 
 
 def run_trackers(args: argparse.Namespace) -> int:
@@ -459,14 +489,16 @@ def run_trackers(args: argparse.Namespace) -> int:
         variant = factory if isinstance(factory, TrackerVariant) else None
         summary = (variant.summary if variant else "") or "(no summary)"
         sets = ", ".join(f"{k}={_shown(v)}" for k, v in (variant.params if variant else {}).items())
-        text = summary.rstrip(".") + (f"; sets {sets}" if sets else "")
+        text = f"{_needs(name)}{summary.rstrip('.')}" + (f"; sets {sets}" if sets else "")
         lines = textwrap.wrap(text, width - pad) or [""]
         print(name.ljust(pad) + lines[0])
         for line in lines[1:]:
             print(" " * pad + line)
     footer = (
-        "The default is atom. `ebmtrack trackers NAME` lists every option of NAME with its "
-        "default; set one with --option KEY=VALUE."
+        "The default is atom. [PyTorch]: runs with ebmtrack[train] only (pip install "
+        "'ebmtrack[train]'); [--peer-models]: reads OpenCV's ONNX files from --peer-models DIR. "
+        "`ebmtrack trackers NAME` lists every option of NAME with its default; set one with "
+        "--option KEY=VALUE."
     )
     print("\n".join(textwrap.wrap(footer, width)))
     return 0

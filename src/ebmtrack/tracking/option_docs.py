@@ -2,7 +2,10 @@
 own documentation: the field entries of its parameter dataclass's docstring (``name: what it
 does``, the class that declares the field first), the ``Args:`` of its factory, and the checks
 the options go through (:meth:`~ebmtrack.tracking.registry.TrackerVariant.check`), so that
-``ebmtrack trackers NAME`` never holds a second copy that could drift.
+``ebmtrack trackers NAME`` never holds a second copy that could drift. Where PyTorch is not
+installed, a tracker that ships an export is documented from it (:func:`export_option_docs`):
+its options and defaults from the export's parameters, the same texts read from the parameter
+dataclass's source (not imported: it needs torch).
 
 >>> [(d.name, d.allowed) for d in option_docs("atom") if d.name == "box_climb"]
 [('box_climb', 'one of iou, ebm')]
@@ -10,22 +13,28 @@ the options go through (:meth:`~ebmtrack.tracking.registry.TrackerVariant.check`
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
+import importlib.util
 import inspect
 import re
 import typing
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
-__all__ = ["OptionDoc", "docstring_entries", "option_docs", "tracker_page"]
+from ebmtrack.option_checks import KINDS, RANGES, kind_of
+from ebmtrack.values import OptionError
+
+__all__ = ["OptionDoc", "docstring_entries", "export_option_docs", "option_docs", "tracker_page"]
 
 # A docstring entry: ``name: text`` or ``a, b, c: text`` at the start of an indented line.
 _ENTRY = re.compile(r"^(\s+)(\*{0,2}[A-Za-z_]\w*(?:, [A-Za-z_]\w*)*): (.+)$")
 _ROLE = re.compile(r":\w+:`~?([\w.\s]+)`")
 # The pages that document each tracker package's options (by the factory's package).
 PAGES = {"atom": "docs/atom.md", "dimp": "docs/dimp.md", "opencv": "docs/evaluation.md"}
-_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "text"}
-_PROBES = {str: "\x01", int: -1, float: -1.0}  # values no option takes: the check says why
+_PROBES = {str: "\x01"}  # a value no text option takes: its check says the valid ones
 
 
 @dataclass(frozen=True)
@@ -47,13 +56,15 @@ class OptionDoc:
 
 
 def docstring_entries(obj) -> dict[str, str]:
-    """``name -> text`` of every ``name: text`` entry of ``obj``'s docstring (``Args:``,
-    ``Attributes:`` and the parameter dataclasses' sections); an entry naming several fields
-    (``a, b: text``) gives each the text; continuation lines (deeper indented) are joined."""
+    """``name -> text`` of every ``name: text`` entry of ``obj``'s docstring (or of ``obj``, a
+    docstring) (``Args:``, ``Attributes:`` and the parameter dataclasses' sections); an entry
+    naming several fields (``a, b: text``) gives each the text; continuation lines (deeper
+    indented) are joined."""
     entries: dict[str, str] = {}
     current: list[str] | None = None
     indent = 0
-    for line in (inspect.getdoc(obj) or "").splitlines():
+    doc = inspect.cleandoc(obj) if isinstance(obj, str) else inspect.getdoc(obj)
+    for line in (doc or "").splitlines():
         depth = len(line) - len(line.lstrip())
         match = _ENTRY.match(" " + line) if line.strip() else None
         if match and (current is None or len(match.group(1)) - 1 <= indent):
@@ -98,10 +109,66 @@ def _resolve(reference: str):
 
 
 def _referenced(text: str, name: str) -> str | None:
-    """For ``see :class:`X``` the entry ``name`` of X's docstring."""
-    match = re.match(r"see :\w+:`([^`]+)`", text)
-    target = _resolve(match.group(1)) if match else None
-    return docstring_entries(target).get(name) if target is not None else None
+    """For ``see :class:`X``` the entry ``name`` of X's docstring (read from its source)."""
+    match = re.match(r"see :\w+:`~?([^`]+)`", text)
+    if not match:
+        return None
+    module, _, attribute = "".join(match.group(1).split()).rpartition(".")
+    found = _source_class(module, attribute) if module else None
+    return docstring_entries(found[0]).get(name) if found else None
+
+
+@cache
+def _source_class(module: str, name: str) -> tuple[str, tuple[str, ...], tuple] | None:
+    """Class ``name`` of ``module`` read from its source, not imported (a torch module's
+    documentation where torch is not installed): (its docstring, the fields it annotates but
+    its ClassVars, its bases as ``(module, name)``); None where it is not found."""
+    try:
+        spec = importlib.util.find_spec(module)  # imports the parent packages only
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    imported = {
+        alias.asname or alias.name: (node.module, alias.name)
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            fields = tuple(
+                item.target.id
+                for item in node.body
+                if isinstance(item, ast.AnnAssign)
+                and isinstance(item.target, ast.Name)
+                and "ClassVar" not in ast.unparse(item.annotation)
+            )
+            bases = tuple(
+                imported.get(base.id, (module, base.id))
+                for base in node.bases
+                if isinstance(base, ast.Name)
+            )
+            return ast.get_docstring(node) or "", fields, bases
+    return None
+
+
+def _source_mro(module: str, name: str) -> list[tuple[str, tuple[str, ...]]]:
+    """(docstring, fields) of class ``name`` of ``module`` and of its bases, the class first
+    (:func:`_source_class`; each base once, after every class that derives from it)."""
+    order: list[tuple[str, str]] = []
+
+    def visit(key: tuple[str, str]) -> None:
+        if key in order:
+            order.remove(key)
+        order.append(key)
+        found = _source_class(*key)
+        for base in found[2] if found else ():
+            visit(base)
+
+    visit((module, name))
+    return [found[:2] for key in order if (found := _source_class(*key))]
 
 
 def _factory_texts(target) -> dict[str, str]:
@@ -130,8 +197,8 @@ def _field_texts(params_type: type) -> dict[str, str]:
 
 
 def _kind(annotation) -> str:
-    if annotation in _KINDS:
-        return _KINDS[annotation]
+    if annotation in KINDS:
+        return KINDS[annotation]
     others = [a for a in typing.get_args(annotation) if a is not type(None)]
     if len(others) == 1 and len(typing.get_args(annotation)) == 2:  # X | None
         return f"{_kind(others[0])} or none".lstrip()
@@ -146,7 +213,7 @@ def _kind(annotation) -> str:
 def _said(err: Exception, name: str) -> str | None:
     """What an option's check says its value must be (``one of iou, ebm``, ``in (0, 1]``,
     ``must exceed the 30 first-frame samples``), when the error is about ``name``."""
-    if name not in getattr(err, "options", ()):
+    if isinstance(err, OptionError) and name not in err.options:
         return None
     text = str(err)
     valid = re.search(r"valid names: \[(.+)\]", text)
@@ -159,24 +226,31 @@ def _said(err: Exception, name: str) -> str | None:
     return rule[3:] if rule.startswith("be ") else f"must {rule}"
 
 
-def _allowed(variant, name: str, annotation) -> str:
-    """What the option's check says it must be, for a value no option takes (the parameter
-    dataclass's own check first, with its defaults; then the variant's, with its parameter
-    set); else its kind."""
+def _allowed(name: str, annotation, checks) -> str:
+    """What option ``name`` takes: its range (:data:`~ebmtrack.option_checks.RANGES`), else
+    what its check says for a text no option takes (``checks``: callables given the value, in
+    order), else its kind."""
+    if name in RANGES:
+        return str(RANGES[name])
     probe = _PROBES.get(annotation)
-    if probe is not None:
-        params_type = variant.parameters
-        checks = [lambda: variant.check({name: probe})]
-        if dataclasses.is_dataclass(params_type) and name in params_type.__dataclass_fields__:
-            checks.insert(0, lambda: params_type(**{name: probe}))
-        for check in checks:
-            try:
-                check()
-            except (ValueError, TypeError) as err:
-                said = _said(err, name)
-                if said:
-                    return said
+    for check in checks if probe is not None else ():
+        try:
+            check(probe)
+        except (ValueError, TypeError) as err:
+            said = _said(err, name)
+            if said:
+                return said
     return _kind(annotation)
+
+
+def _variant_checks(variant, name: str) -> list:
+    """The checks of an option of ``variant``: its parameter dataclass's own (with its
+    defaults), then the variant's (with its parameter set)."""
+    params_type = variant.parameters
+    checks = [lambda value: variant.check({name: value})]
+    if dataclasses.is_dataclass(params_type) and name in params_type.__dataclass_fields__:
+        checks.insert(0, lambda value: params_type(**{name: value}))
+    return checks
 
 
 def tracker_page(name: str) -> str:
@@ -217,8 +291,12 @@ def option_docs(name: str) -> list[OptionDoc]:
         texts.update(_factory_texts(target))
         hints.update(typing.get_type_hints(function))
         spread = next(
-            (p.name for p in inspect.signature(function).parameters.values()
-             if p.kind == p.VAR_KEYWORD), None,
+            (
+                p.name
+                for p in inspect.signature(function).parameters.values()
+                if p.kind == p.VAR_KEYWORD
+            ),
+            None,
         )
         for extra in factory.more_options:  # taken through **kwargs: that entry and type
             if spread is not None:
@@ -231,8 +309,45 @@ def option_docs(name: str) -> list[OptionDoc]:
     docs = []
     for option in sorted(accepted_options(name)):
         text = _first_sentence(" ".join(_plain(texts.get(option, "")).split()))
-        allowed = _allowed(factory, option, hints.get(option)) if isinstance(
-            factory, TrackerVariant
-        ) else _kind(hints.get(option))
+        checks = _variant_checks(factory, option) if isinstance(factory, TrackerVariant) else []
+        allowed = _allowed(option, hints.get(option), checks)
         docs.append(OptionDoc(option, defaults.get(option), text, allowed))
+    return docs
+
+
+def export_option_docs(name: str) -> list[OptionDoc]:
+    """Every option the torch-free runtime takes for tracker ``name``'s shipped export
+    (:func:`~ebmtrack.tracking.runtime.lite_options`), sorted, with its default (the export's
+    parameters, the runtime's own arguments), what it does (the runtime's arguments, then the
+    parameter dataclass's fields, read from their source) and its allowed values (as the
+    runtime checks them, :func:`ebmtrack.lite.params.merge_options`). No PyTorch."""
+    from ebmtrack.lite.params import merge_options
+    from ebmtrack.lite.tracker import load
+    from ebmtrack.tracking.registry import canonical_name, get_factory
+    from ebmtrack.tracking.runtime import lite_options, shipped_lite_export
+
+    name = canonical_name(name)
+    export = shipped_lite_export(name)
+    texts: dict[str, str] = {}
+    params_type = get_factory(name).params_type
+    if isinstance(params_type, str):
+        module, _, attribute = params_type.partition(":")
+        for doc, fields in reversed(_source_mro(module, attribute)):
+            own = docstring_entries(doc)
+            for field in fields:
+                if field not in texts and field in own:
+                    texts[field] = _referenced(own[field], field) or own[field]
+    arguments = inspect.signature(load).parameters
+    texts.update({k: v for k, v in docstring_entries(load).items() if k in arguments})
+    docs = []
+    for option in sorted(lite_options(name)):
+        default = export.params[option] if option in export.params else arguments[option].default
+        default = tuple(default) if isinstance(default, list) else default
+        checks = (
+            []
+            if option in arguments
+            else [lambda value, option=option: merge_options(export, {option: value})]
+        )
+        text = _first_sentence(" ".join(_plain(texts.get(option, "")).split()))
+        docs.append(OptionDoc(option, default, text, _allowed(option, kind_of(default), checks)))
     return docs

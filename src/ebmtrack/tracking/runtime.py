@@ -25,6 +25,7 @@ __all__ = [
     "lite_options",
     "require_torch",
     "resolve_runtime",
+    "shipped_lite_export",
     "torch_available",
 ]
 
@@ -86,31 +87,43 @@ def resolve_runtime(name: str, runtime: str | None = None) -> str:
 
 
 @cache
-def lite_options(name: str) -> frozenset[str]:
-    """The options the runtime takes for tracker ``name``'s shipped export: its parameters less
-    those the graphs fix, and the runtime's own (``backbone_runtime``, ``training_dtype``)."""
+def shipped_lite_export(name: str):
+    """Tracker ``name``'s shipped export (an :class:`ebmtrack.lite.files.Export`) as
+    :func:`ebmtrack.lite.params.merge_options` reads it: its manifest and parameters, read
+    once (its files are checked when a tracker is built from it)."""
     from ebmtrack.exports import shipped_export
-    from ebmtrack.lite.params import FIXED
+    from ebmtrack.lite.files import Export, read_manifest
 
     folder = shipped_export(name)
     params = json.loads((folder / "params.json").read_text(encoding="utf-8"))
-    return frozenset(set(params) - set(FIXED) | set(_LITE_ARGUMENTS))
+    return Export(folder, read_manifest(folder), params)
 
 
 @cache
+def lite_options(name: str) -> frozenset[str]:
+    """The options the runtime takes for tracker ``name``'s shipped export: its parameters less
+    those the graphs fix, and the runtime's own (``backbone_runtime``, ``training_dtype``)."""
+    from ebmtrack.lite.params import FIXED
+
+    return frozenset(set(shipped_lite_export(name).params) - set(FIXED) | set(_LITE_ARGUMENTS))
+
+
 def _backbone_files(name: str) -> tuple[str, ...]:
     """The backbone runtimes whose file ``name``'s shipped export holds (``onnx-int8``)."""
-    from ebmtrack.exports import shipped_export
+    return tuple(sorted(shipped_lite_export(name).manifest["backbone"]["files"]))
 
-    manifest = json.loads((shipped_export(name) / "manifest.json").read_text(encoding="utf-8"))
-    return tuple(sorted(manifest["backbone"]["files"]))
+
+# Where the refusals of the torch tracker's options send the user: both need ebmtrack[train].
+_USE_TORCH = "use runtime='torch' (--runtime torch) or {export}; both need PyTorch: " + TRAIN_EXTRA
 
 
 def check_lite_options(name: str, options: dict) -> None:
     """Refuse, as :class:`~ebmtrack.values.OptionError` naming them, the options the runtime
     does not take for ``name``'s shipped export: those only the torch tracker takes (its files,
     its device, precision and search size, which the export fixes) say to use the torch
-    runtime. The values are checked when the tracker is built (:func:`ebmtrack.lite.load`)."""
+    runtime; then the values, as :func:`ebmtrack.lite.load` checks them
+    (:func:`ebmtrack.lite.params.merge_options`: their kinds and ranges, the box mode's
+    parts), before anything is built."""
     valid = lite_options(name)
     unknown = sorted(set(options) - valid)
     runtime = options.get("backbone_runtime", "auto")
@@ -118,11 +131,18 @@ def check_lite_options(name: str, options: dict) -> None:
     if not unknown and runtime != "auto" and runtime not in files:
         raise OptionError(
             f"tracker {name!r}: backbone_runtime={runtime!r}: the shipped export holds "
-            f"{', '.join(files)} only: use runtime='torch' (--runtime torch), or an export of "
-            "your own (ebmtrack export)",
+            f"{', '.join(files)} only: "
+            + _USE_TORCH.format(export="an export of your own (ebmtrack export)"),
             "backbone_runtime",
         )
     if not unknown:
+        from ebmtrack.lite.params import merge_options
+
+        # the values, as the runtime checks them when it builds the tracker
+        merge_options(
+            shipped_lite_export(name),
+            {k: v for k, v in options.items() if k not in _LITE_ARGUMENTS},
+        )
         return
     import difflib
 
@@ -140,8 +160,8 @@ def check_lite_options(name: str, options: dict) -> None:
         )
     raise OptionError(
         f"tracker {name!r}: option(s) {', '.join(torch_only)} only the torch tracker takes (the "
-        "shipped export fixes its files, search size, device and precision): use "
-        "runtime='torch' (--runtime torch), or export it with them (ebmtrack export --option)",
+        "shipped export fixes its files, search size, device and precision): "
+        + _USE_TORCH.format(export="export it with them (ebmtrack export --option)"),
         *torch_only,
     )
 
