@@ -184,15 +184,16 @@ def _factory_texts(target) -> dict[str, str]:
     return texts
 
 
-def _field_texts(params_type: type) -> dict[str, str]:
-    """Each field -> its text, from the class that declares it first (a subclass that changes
-    a default only keeps the base class's description)."""
+def _field_texts(module: str, name: str) -> dict[str, str]:
+    """Each field of parameter dataclass ``name`` of ``module`` -> its text, from the class
+    that declares it first (a subclass that changes a default only keeps the base class's
+    description), read from the source (:func:`_source_mro`: no import, no torch)."""
     texts: dict[str, str] = {}
-    for cls in reversed(params_type.__mro__):
-        own = docstring_entries(cls) if dataclasses.is_dataclass(cls) else {}
-        for name in getattr(cls, "__annotations__", {}):
-            if name not in texts and name in own:
-                texts[name] = _referenced(own[name], name) or own[name]
+    for doc, fields in reversed(_source_mro(module, name)):
+        own = docstring_entries(doc)
+        for field in fields:
+            if field not in texts and field in own:
+                texts[field] = _referenced(own[field], field) or own[field]
     return texts
 
 
@@ -304,7 +305,7 @@ def option_docs(name: str) -> list[OptionDoc]:
                 hints.setdefault(extra, hints.get(spread))
         params_type = factory.parameters
         if dataclasses.is_dataclass(params_type):
-            texts.update(_field_texts(params_type))
+            texts.update(_field_texts(params_type.__module__, params_type.__qualname__))
             hints.update(typing.get_type_hints(params_type))
     docs = []
     for option in sorted(accepted_options(name)):
@@ -328,15 +329,8 @@ def export_option_docs(name: str) -> list[OptionDoc]:
 
     name = canonical_name(name)
     export = shipped_lite_export(name)
-    texts: dict[str, str] = {}
-    params_type = get_factory(name).params_type
-    if isinstance(params_type, str):
-        module, _, attribute = params_type.partition(":")
-        for doc, fields in reversed(_source_mro(module, attribute)):
-            own = docstring_entries(doc)
-            for field in fields:
-                if field not in texts and field in own:
-                    texts[field] = _referenced(own[field], field) or own[field]
+    params_type = get_factory(name).params_type  # "module:Class": not imported (torch)
+    texts = _field_texts(*params_type.split(":")) if isinstance(params_type, str) else {}
     arguments = inspect.signature(load).parameters
     texts.update({k: v for k, v in docstring_entries(load).items() if k in arguments})
     docs = []
