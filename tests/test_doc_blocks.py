@@ -315,3 +315,16 @@ def test_the_runtime_alone_tracks_with_what_its_install_line_installs():
             )
             ran.append((page, "cv2" in absent))
     assert ("docs/lite.md", True) in ran and ("docs/lite.md", False) in ran, ran
+    # lite.md: load_tracker("atom") and TrackerATOM run there too
+    code = (
+        "import numpy as np, ebmtrack\n"
+        "f = np.full((240, 320, 3), 60, np.uint8); f[100:160, 120:150] = 230\n"
+        "t = ebmtrack.load_tracker('atom'); t.initialize(f, (120, 100, 30, 60))\n"
+        "cv = ebmtrack.TrackerATOM.create(); cv.init(f, (120, 100, 30, 60))\n"
+        "print(t.track(np.roll(f, 3, axis=1)), cv.update(np.roll(f, 3, axis=1)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", _blocker(set(ABSENT) | {"cv2"}) + code],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0 and "TrackResult(box=" in result.stdout, result.stderr[-2000:]
