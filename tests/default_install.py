@@ -14,7 +14,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 # What ebmtrack[train] adds to the default install (pyproject.toml).
-TRAIN_MODULES = ("torch", "torchvision", "onnx", "scipy", "safetensors", "matplotlib", "skimage")
+TRAIN_MODULES = ("torch", "torchvision", "onnx", "scipy", "safetensors", "skimage")
 EXTRA = "pip install 'ebmtrack[train]'"
 
 

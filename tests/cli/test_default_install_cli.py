@@ -85,8 +85,8 @@ def test_a_missing_module_is_named_and_needs_pytorch_only_where_the_command_does
     assert (
         missing_module("track", "torch") == f"PyTorch is not installed (no module 'torch'): {EXTRA}"
     )
-    assert missing_module("eval", "matplotlib.figure") == (
-        f"matplotlib is not installed (no module 'matplotlib'): {EXTRA}"
+    assert missing_module("eval", "matplotlib.figure") == (  # the default install's own
+        "matplotlib is not installed (no module 'matplotlib'): pip install matplotlib"
     )
     assert missing_module("track", "cv2") == (
         "OpenCV is not installed (no module 'cv2'): pip install opencv-contrib-python-headless"

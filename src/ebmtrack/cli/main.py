@@ -39,7 +39,6 @@ MODULES: dict[str, tuple[str, str]] = {
     "torch": ("PyTorch", TRAIN_EXTRA),
     "torchvision": ("torchvision", TRAIN_EXTRA),
     "scipy": ("SciPy", TRAIN_EXTRA),
-    "matplotlib": ("matplotlib", TRAIN_EXTRA),
     "safetensors": ("safetensors", TRAIN_EXTRA),
     "onnx": ("ONNX", TRAIN_EXTRA),
     "skimage": ("scikit-image", TRAIN_EXTRA),
@@ -47,6 +46,7 @@ MODULES: dict[str, tuple[str, str]] = {
     "onnxruntime": ("ONNX Runtime", "pip install onnxruntime"),
     "numpy": ("NumPy", "pip install numpy"),
     "PIL": ("Pillow", "pip install Pillow"),
+    "matplotlib": ("matplotlib", "pip install matplotlib"),
     "tqdm": ("tqdm", "pip install tqdm"),
     "yaml": ("PyYAML", "pip install pyyaml"),
 }
