@@ -3,8 +3,8 @@ the weights table's, and a fresh export of its tracker gives the same files.
 
 "The same" is byte for byte wherever the bytes do not depend on the CPU. The ONNX graphs are not
 such files: folding BatchNorm into the convolutions, and the int8 quantizer's scales, are float32
-arithmetic in CPU-specific kernels, so an Intel Xeon (AVX-512) and an AMD EPYC (AVX2) export
-weights a few float32 ulps apart (measured: 1.9e-6 relative at most; two int32 biases of the
+arithmetic in CPU-specific kernels, so an Intel Xeon and an AMD EPYC (Zen 4) export weights a
+few float32 ulps apart (measured: 1.9e-6 relative at most; two int32 biases of the
 int8 graph one step apart). Those files are compared as graphs: the same nodes, inputs, outputs
 and attributes exactly, the same initializers by name, dtype and shape, their values within those
 rounding steps; the int8 backbone also by what it computes.
