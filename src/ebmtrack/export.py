@@ -34,11 +34,12 @@ from torch import nn
 
 from ebmtrack.lite.files import FORMAT, MANIFEST, PARAMS, VERSION, file_sha256, is_export
 from ebmtrack.lite.params import BOX_MODES, SIAMESE_MODES
+from ebmtrack.lite.siamese import SIAMESE_MODELS
 from ebmtrack.models.backbones.onnx_files import state_dict_sha256
 from ebmtrack.models.backbones.onnx_runtime import OPSET, OnnxBackbone
 from ebmtrack.models.backbones.runtime import int8_available
 from ebmtrack.tracking.atom import AtomTracker
-from ebmtrack.weights import shipped_file
+from ebmtrack.weights import siamese_networks
 
 __all__ = ["EXPORTABLE", "check_destination", "export_tracker"]
 
@@ -205,15 +206,18 @@ def _export_head(tracker: AtomTracker, folder: Path) -> dict:
 
 
 def _export_siamese(folder: Path) -> dict:
-    """The shipped siamese networks (NanoTrack v2's, Apache-2.0), copied with their licence."""
-    files = {}
-    for part, role in (("backbone", "siamese-backbone"), ("head", "siamese-head")):
-        source = shipped_file(role, "nanotrack").checked_path()
-        shutil.copyfile(source, folder / source.name)
-        files[part] = source.name
-    licence = shipped_file("siamese-head", "nanotrack").path.with_name("LICENSE-NanoTrack.txt")
+    """The shipped siamese networks of every ``siamese_model`` (NanoTrack v2's and v3's,
+    Apache-2.0), copied with their licence: ``{"models": {model: {"backbone": file, "head":
+    file}}, "licence": file}``, so that the export runs either."""
+    models = {}
+    for model in SIAMESE_MODELS:
+        backbone, head = siamese_networks(model)
+        for source in (backbone, head):
+            shutil.copyfile(source, folder / source.name)
+        models[model] = {"backbone": backbone.name, "head": head.name}
+    licence = backbone.with_name("LICENSE-NanoTrack.txt")
     shutil.copyfile(licence, folder / licence.name)
-    return {"files": files, "licence": licence.name}
+    return {"models": models, "licence": licence.name}
 
 
 def _export_backbone(tracker: AtomTracker, folder: Path, cache: Path) -> dict:

@@ -159,8 +159,9 @@ class Export:
 
 
 def _check_value(name: str, value) -> None:
-    """Parameters are JSON numbers, booleans, strings or (nested) lists of them, finite."""
-    if isinstance(value, bool | str):
+    """Parameters are JSON numbers, booleans, strings or (nested) lists of them, finite, or
+    null (an option left unset: ``siamese_penalty`` None is the siamese model's own value)."""
+    if value is None or isinstance(value, bool | str):
         return
     if isinstance(value, int | float):
         if not math.isfinite(value):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ebmtrack.lite.augment import num_augmented_crops
 from ebmtrack.lite.files import Export
+from ebmtrack.lite.siamese import SIAMESE_MODELS
 from ebmtrack.option_checks import check_kind, check_ranges, kind_of
 
 __all__ = [
@@ -62,9 +63,16 @@ BOX_MODES: dict[str, BoxMode] = {
 SIAMESE_MODES = tuple(name for name, mode in BOX_MODES.items() if mode.siamese)
 """The box modes of the siamese box estimator."""
 
-SIAMESE = ("siamese_window", "siamese_penalty", "siamese_size_rate", "siamese_context")
+SIAMESE = (
+    "siamese_window",
+    "siamese_penalty",
+    "siamese_size_rate",
+    "siamese_context",
+    "siamese_model",
+)
 """The siamese decoding's parameters (:class:`~ebmtrack.lite.siamese.SiameseBoxConfig`), read
-by the siamese modes only."""
+by the siamese modes only; ``siamese_model`` picks the networks among the export's (its
+manifest's ``siamese.models``)."""
 
 POSITION_RULE = ("classifier_weight", "distractor_growth")
 """How the classifier's evidence bounds the siamese box (:class:`~ebmtrack.lite.position.
@@ -153,13 +161,28 @@ def merge_options(export: Export, options: dict) -> dict:
             f"box_mode {params['box_mode']!r} needs a box head, and this export has none "
             f"(its modes: {heads}): export a tracker with one (atom-polished, atom-iounet)"
         )
-    if BOX_MODES[params["box_mode"]].siamese and (
-        export.manifest.get("siamese") is None or any(name not in params for name in SIAMESE)
-    ):
-        raise ValueError(
-            f"box_mode {params['box_mode']!r} needs the siamese box estimator, and this export "
-            "has none: export a tracker with a siamese box_mode (atom)"
-        )
+    siamese = export.manifest.get("siamese")
+    if BOX_MODES[params["box_mode"]].siamese:
+        if siamese is None:
+            raise ValueError(
+                f"box_mode {params['box_mode']!r} needs the siamese box estimator, and this "
+                "export has none: export a tracker with a siamese box_mode (atom)"
+            )
+        model = params.get("siamese_model")
+        if model is not None and model not in SIAMESE_MODELS:
+            raise ValueError(
+                f"siamese_model must be one of {', '.join(SIAMESE_MODELS)}, got {model!r}"
+            )
+        if any(name not in params for name in SIAMESE) or "models" not in siamese:
+            raise ValueError(
+                f"{export.folder}: its siamese box estimator predates siamese_model (its "
+                "manifest names no networks per model): export it again (ebmtrack export)"
+            )
+        if model not in siamese["models"]:
+            raise ValueError(
+                f"siamese_model {model!r}: this export holds the networks of "
+                f"{', '.join(siamese['models'])} only: export it again (ebmtrack export)"
+            )
     if params.get("box_climb", "iou") != "iou":
         raise ValueError(
             f"box_climb {params['box_climb']!r}: the lite runtime climbs the box head with ATOM's"

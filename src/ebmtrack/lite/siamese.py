@@ -1,19 +1,21 @@
-"""A tracking-trained box estimator: NanoTrack v2's backbone, neck and head (Apache-2.0, trained
-on large tracking data sets by its authors) decoding the target's box in a crop centred where the
-classifier puts the target (NumPy and ONNX Runtime; the torch trackers and the torch-free runtime
-run this one module).
+"""A tracking-trained box estimator: NanoTrack's backbone, neck and head (v2 or v3,
+``siamese_model``; Apache-2.0, trained on large tracking data sets by their authors) decoding the
+target's box in a crop centred where the classifier puts the target (NumPy and ONNX Runtime; the
+torch trackers, the torch-free runtime and the ``nanotrack-v3`` tracker run this one module).
 
 Per target, :meth:`SiameseBoxEstimator.template` reads the first frame's box once: a crop of
 side ``sqrt((w + c(w + h)) (h + c(w + h)))`` (``c`` = ``siamese_context``) around it, resized to
-127 px, through the backbone: (1, 48, 8, 8) template features. Per frame,
-:meth:`SiameseBoxEstimator.locate` cuts a crop 255/127 times that side (from the last size)
-around the given centre, resized to 255 px; the backbone gives (1, 48, 16, 16) search features;
-the neck correlates them with the template's and the head gives, on a 16 x 16 grid of stride 16,
-a target score and the distances of the box's four sides. The box is decoded as SiamRPN++-style
-trackers decode it (NanoTrack's own rule): the score times a penalty on a change of scale and
-aspect ratio, blended with a Hanning window centred on the crop (``siamese_window``); the best
-cell's box; its size smoothed with the last one at a rate of penalty x score x
-``siamese_size_rate``.
+127 px, through the backbone: (1, C, 8, 8) template features (C = 48 for v2, 96 for v3). Per
+frame, :meth:`SiameseBoxEstimator.locate` cuts a crop 255/127 times that side (from the last
+size) around the given centre, resized to 255 px; the backbone gives (1, C, 16, 16) search
+features; the neck correlates them with the template's and the head gives, on a G x G grid of
+stride 16 (G = 16 for v2, 15 for v3; read from the head's output), a target score and the
+distances of the box's four sides, the cells at ``(i - G // 2) * 16`` px from the crop's centre.
+The box is decoded as SiamRPN++-style trackers decode it (NanoTrack's own rule): the score times
+a penalty on a change of scale and aspect ratio, blended with a Hanning window centred on the
+crop (``siamese_window``); the best cell's box; its size smoothed with the last one at a rate of
+penalty x score x ``siamese_size_rate``. Each version decodes with its own authors' values
+(:data:`SIAMESE_MODELS`) unless the config sets them.
 
 Input convention of the network: RGB, raw 0-255 values, no mean or std (OpenCV's ``TrackerNano``
 swaps its BGR frames to RGB). Crops repeat the frame's border (NanoTrack pads with the mean
@@ -36,6 +38,7 @@ from ebmtrack.lite.onnx_session import Session
 __all__ = [
     "EXEMPLAR_SIZE",
     "INSTANCE_SIZE",
+    "SIAMESE_MODELS",
     "SiameseBoxConfig",
     "SiameseBoxEstimator",
     "SiameseFrame",
@@ -51,32 +54,81 @@ STRIDE = 16
 
 
 @dataclass(frozen=True)
+class SiameseModel:
+    """One NanoTrack version's own decoding values (not tuned here).
+
+    Attributes:
+        penalty: strength of the penalty on a change of scale and aspect ratio.
+        size_rate: how fast the size follows the head's box, times penalty x score.
+    """
+
+    penalty: float
+    size_rate: float
+
+
+SIAMESE_MODELS: dict[str, SiameseModel] = {
+    # OpenCV's TrackerNano's values for v2's networks
+    "v2": SiameseModel(penalty=0.055, size_rate=0.37),
+    # the authors' for v3's (NanoTrack/models/config/configv3.yaml)
+    "v3": SiameseModel(penalty=0.138, size_rate=0.348),
+}
+"""The NanoTrack versions whose networks ship (``siamese_model``), with their own decoding
+values: the defaults of ``siamese_penalty`` and ``siamese_size_rate``. Both use the window
+influence 0.455 and context 0.5."""
+
+
+@dataclass(frozen=True)
 class SiameseBoxConfig:
-    """How the siamese head's output becomes a box (NanoTrack's own values, OpenCV's
-    ``TrackerNano``; not tuned here).
+    """How the siamese head's output becomes a box (NanoTrack's own values; not tuned here).
 
     Attributes:
         siamese_window: weight of the Hanning window against the penalised score (0-1).
-        siamese_penalty: strength of the penalty on a change of scale and aspect ratio (>= 0).
+        siamese_penalty: strength of the penalty on a change of scale and aspect ratio (>= 0;
+            None: the model's own, v2 0.055, v3 0.138).
         siamese_size_rate: how fast the size follows the head's box, times penalty x score
-            (0-1).
+            (0-1; None: the model's own, v2 0.37, v3 0.348).
         siamese_context: context around the target in the template crop, times (w + h) (>= 0).
+        siamese_model: which NanoTrack's shipped networks decode the box: ``v2`` (48 channels,
+            a 16 x 16 score map) or ``v3`` (96 channels, 15 x 15; its authors' later, larger
+            networks).
     """
 
     siamese_window: float = 0.455
-    siamese_penalty: float = 0.055
-    siamese_size_rate: float = 0.37
+    siamese_penalty: float | None = None
+    siamese_size_rate: float | None = None
     siamese_context: float = 0.5
+    siamese_model: str = "v2"
 
     def __post_init__(self) -> None:
+        if self.siamese_model not in SIAMESE_MODELS:
+            raise ValueError(
+                f"siamese_model must be one of {', '.join(SIAMESE_MODELS)}, "
+                f"got {self.siamese_model!r}"
+            )
         for name in ("siamese_window", "siamese_size_rate"):
             value = getattr(self, name)
+            if name == "siamese_size_rate" and value is None:
+                continue
             if not (isinstance(value, int | float) and 0.0 <= value <= 1.0):
                 raise ValueError(f"{name} must be in [0, 1], got {value!r}")
         for name in ("siamese_penalty", "siamese_context"):
             value = getattr(self, name)
+            if name == "siamese_penalty" and value is None:
+                continue
             if not (isinstance(value, int | float) and value >= 0.0):
                 raise ValueError(f"{name} must be >= 0, got {value!r}")
+
+    @property
+    def penalty(self) -> float:
+        """``siamese_penalty``, or the model's own where it is None."""
+        own = SIAMESE_MODELS[self.siamese_model].penalty
+        return own if self.siamese_penalty is None else self.siamese_penalty
+
+    @property
+    def size_rate(self) -> float:
+        """``siamese_size_rate``, or the model's own where it is None."""
+        own = SIAMESE_MODELS[self.siamese_model].size_rate
+        return own if self.siamese_size_rate is None else self.siamese_size_rate
 
 
 @dataclass
@@ -136,7 +188,7 @@ def decode_box(
 
     Returns:
         ``(center offset (2,) from the crop centre, size (2,), rate, score)`` in crop px: the best
-        cell's box, the size-smoothing rate (penalty x score x ``siamese_size_rate``) and its target
+        cell's box, the size-smoothing rate (penalty x score x the size rate) and its target
         probability.
     """
     cells = logits.shape[-1]
@@ -151,24 +203,34 @@ def decode_box(
     w, h = np.maximum(x2 - x1, 1e-6), np.maximum(y2 - y1, 1e-6)
     scale = _change(_side(w, h) / float(_side(last_size_crop[0], last_size_crop[1])))
     aspect = _change((last_size_crop[0] / last_size_crop[1]) / (w / h))
-    penalty = np.exp(-(aspect * scale - 1.0) * config.siamese_penalty)
+    penalty = np.exp(-(aspect * scale - 1.0) * config.penalty)
     ranked = penalty * expert * (1.0 - config.siamese_window) + window * config.siamese_window
     best = np.unravel_index(int(np.argmax(ranked)), ranked.shape)
     center = np.array([(x1[best] + x2[best]) / 2, (y1[best] + y2[best]) / 2])
     size = np.array([w[best], h[best]])
-    rate = float(penalty[best] * score[best] * config.siamese_size_rate)
+    rate = float(penalty[best] * score[best] * config.size_rate)
     return center, size, rate, float(score[best])
 
 
 class SiameseBoxEstimator:
-    """NanoTrack v2's networks as a box estimator (module docstring).
+    """NanoTrack's networks (v2 or v3) as a box estimator (module docstring).
+
+    The networks are checked when it is built, on blank crops: the backbone takes a 127 px
+    template crop and a 255 px search crop, giving features of one channel count C; the head
+    takes them as ``input1`` and ``input2`` and gives ``output1`` (1, 2, G, G) and ``output2``
+    (1, 4, G, G). A file that does not is refused in one line (ValueError).
 
     Args:
-        backbone: the backbone's ``.onnx`` (any input size: the shipped file's input dims are
-            free).
+        backbone: the backbone's ``.onnx`` (its input's height and width free, as the shipped
+            files': ``scripts/ship_nanotrack.py``).
         head: the neck and head's ``.onnx`` (inputs ``input1`` template, ``input2`` search).
-        config: the decoding rule.
+        config: the decoding rule (its ``siamese_model`` says whose values it defaults to; the
+            files are the caller's).
         threads: ONNX Runtime intra-op threads.
+
+    Attributes:
+        channels: C, the features' channels (48 for v2, 96 for v3).
+        cells: G, the score map's side (16 for v2, 15 for v3).
     """
 
     def __init__(
@@ -181,13 +243,58 @@ class SiameseBoxEstimator:
         self.config = config or SiameseBoxConfig()
         self.backbone = Session(backbone, threads)
         self.head = Session(head, threads)
+        self.channels, self.cells = self._check(backbone, head)
+
+    def _check(self, backbone, head) -> tuple[int, int]:
+        """(C, G) of the networks, run once on blank crops (class docstring)."""
+        names = {"backbone": backbone, "head": head}
+        what = {k: "the given bytes" if isinstance(v, bytes) else str(v) for k, v in names.items()}
+        if set(self.head.inputs) != {"input1", "input2"} or not {"output1", "output2"} <= set(
+            self.head.outputs
+        ):
+            raise ValueError(
+                f"{what['head']}: not a NanoTrack head (inputs input1, input2; outputs output1, "
+                f"output2), it has inputs {', '.join(self.head.inputs)}"
+            )
+        try:
+            template = self._features(np.zeros((EXEMPLAR_SIZE, EXEMPLAR_SIZE, 3), np.uint8))
+            search = self._features(np.zeros((INSTANCE_SIZE, INSTANCE_SIZE, 3), np.uint8))
+        except Exception as error:  # ONNX Runtime's own errors are many lines
+            first = (str(error).strip() or type(error).__name__).splitlines()[0]
+            raise ValueError(
+                f"{what['backbone']}: not a NanoTrack backbone that takes {EXEMPLAR_SIZE} and "
+                f"{INSTANCE_SIZE} px crops (its input's height and width must be free: "
+                f"scripts/ship_nanotrack.py): {first}"
+            ) from None
+        channels = template.shape[1] if template.ndim == 4 else 0
+        if template.ndim != 4 or search.ndim != 4 or search.shape[1] != channels:
+            raise ValueError(
+                f"{what['backbone']}: not a NanoTrack backbone (features {template.shape} and "
+                f"{search.shape})"
+            )
+        try:
+            out = self.head({"input1": template, "input2": search})
+        except Exception as error:
+            first = (str(error).strip() or type(error).__name__).splitlines()[0]
+            raise ValueError(
+                f"{what['head']}: does not take the backbone's {channels}-channel features "
+                f"({what['backbone']}): {first}"
+            ) from None
+        logits, sides = out["output1"].shape, out["output2"].shape
+        cells = logits[-1]
+        if logits != (1, 2, cells, cells) or sides != (1, 4, cells, cells):
+            raise ValueError(
+                f"{what['head']}: not a NanoTrack head (outputs {logits} and {sides}, expected "
+                "(1, 2, G, G) and (1, 4, G, G))"
+            )
+        return channels, cells
 
     def _features(self, patch: np.ndarray) -> np.ndarray:
         image = np.ascontiguousarray(patch.transpose(2, 0, 1)[None], dtype=np.float32)
         return self.backbone({self.backbone.inputs[0]: image})[self.backbone.outputs[0]]
 
     def template(self, frame: np.ndarray, center: np.ndarray, size: np.ndarray) -> np.ndarray:
-        """(1, 48, 8, 8) template features of the target at ``center``, ``size`` (frame px) of
+        """(1, C, 8, 8) template features of the target at ``center``, ``size`` (frame px) of
         ``frame`` (uint8 RGB (H, W, 3))."""
         side = template_side(size, self.config.siamese_context)
         patch, _ = crop_square(frame, tuple(center), side, EXEMPLAR_SIZE)
@@ -208,8 +315,9 @@ class SiameseBoxEstimator:
         config = self.config
         side = template_side(size, config.siamese_context)
         crop_scale = EXEMPLAR_SIZE / side  # crop px per frame px
-        patch, _ = crop_square(frame, tuple(center), side * INSTANCE_SIZE / EXEMPLAR_SIZE,
-                               INSTANCE_SIZE)
+        patch, _ = crop_square(
+            frame, tuple(center), side * INSTANCE_SIZE / EXEMPLAR_SIZE, INSTANCE_SIZE
+        )
         search = self._features(patch)
         out = self.head({"input1": template, "input2": search})
         logits, sides = out["output1"][0], out["output2"][0]

@@ -147,7 +147,7 @@ class LiteTracker:
         self.head = load_head(export, threads) if self.mode.head else None
         self.siamese = None
         if self.mode.siamese:
-            files = manifest["siamese"]["files"]
+            files = manifest["siamese"]["models"][params["siamese_model"]]
             self.siamese = SiameseBoxEstimator(
                 export.source(files["backbone"]),
                 export.source(files["head"]),

@@ -33,6 +33,7 @@ __all__ = [
     "pack_box_head",
     "shipped_backbone_weights",
     "shipped_file",
+    "siamese_networks",
 ]
 
 RECORD_FILE = "default_model.json"
@@ -107,6 +108,15 @@ def pack_box_head(backbone: str = "mobilenetv2") -> Path | None:
     --loss nce+``) that ships for ``backbone`` (the box head of ``atom-polished`` and
     ``dimp-nce+``; tag ``pack``), or None if none ships for it."""
     return _path("box-head", backbone, "pack")
+
+
+def siamese_networks(model: str) -> tuple[Path, Path]:
+    """The paths of NanoTrack ``model``'s shipped backbone and neck + head (``siamese_model``:
+    ``v2``, ``v3``; tagged so in the table), each sha256 checked (ValueError, one line, where
+    one differs or none ships)."""
+    backbone = shipped_file("siamese-backbone", "nanotrack", model)
+    head = shipped_file("siamese-head", "nanotrack", model)
+    return backbone.checked_path(), head.checked_path()
 
 
 _CALIBRATOR = next(e for e in SHIPPED if e.role == "calibrator")

@@ -134,21 +134,36 @@ SHIPPED: tuple[ShippedFile, ...] = (
         "mobilenetv2_imagenet.safetensors.gz",
         "eaa6a27834b9a4b98d47a248be5021180e480770834f09417e874f80c8fa6801",
     ),
-    # NanoTrack v2's backbone, neck and head (Apache-2.0, LICENSE-NanoTrack.txt), the siamese
-    # box estimator of the siamese box modes (python scripts/ship_nanotrack.py writes them).
+    # NanoTrack's backbones, necks and heads, v2 and v3 (Apache-2.0, LICENSE-NanoTrack.txt),
+    # tagged by version (siamese_model): the siamese box estimator of the siamese box modes and
+    # the nanotrack-v3 tracker (python scripts/ship_nanotrack.py writes them).
     ShippedFile(
         "siamese-backbone",
         "nanotrack",
-        DEFAULT_TAG,
+        "v2",
         "nanotrack_backbone.onnx",
         "dddb08138fef068b8a53da3ddb995139013aa8c36d698b7d7ec6f92ec9518f64",
     ),
     ShippedFile(
         "siamese-head",
         "nanotrack",
-        DEFAULT_TAG,
+        "v2",
         "nanotrack_head.onnx",
         "0d8c0637be849f092cc7236cae02e55c8b9455ebe37ba50601d6115db4247cd9",
+    ),
+    ShippedFile(
+        "siamese-backbone",
+        "nanotrack",
+        "v3",
+        "nanotrack3_backbone.onnx",
+        "dbbf3d9233c477c34b317e11a7785b6b84a4460038a4511534170b7c35792148",
+    ),
+    ShippedFile(
+        "siamese-head",
+        "nanotrack",
+        "v3",
+        "nanotrack3_head.onnx",
+        "75357903be3f4817c965af16cb5a11fd32b1467f597a408405a98635ac63f61d",
     ),
     # The exports of the trackers the torch-free runtime runs (ebmtrack.exports: atom,
     # atom-iounet, atom-polished), their large files LZMA-compressed, each stored once

@@ -55,7 +55,8 @@ class AtomParams(SearchRegionParams):
             refines the box reported for the frame only, so its errors never carry into the
             next frame. ``siamese``: no IoU-Net, no scale search; a tracking-trained siamese
             box estimator (NanoTrack v2's networks, shipped) decodes centre and size in a crop
-            centred on the classifier's position (:mod:`ebmtrack.lite.siamese`), and its box
+            centred on the classifier's position (:mod:`ebmtrack.lite.siamese`;
+            ``siamese_model`` v3: NanoTrack v3's, shipped too), and its box
             becomes the state. ``siamese-polished``: ``siamese`` tracks and the IoU-Net's
             ascent refines the box reported for the frame only.
         box_climb: how the head's output is climbed (``refine``, ``gated`` and ``polished``):
@@ -86,9 +87,13 @@ class AtomParams(SearchRegionParams):
 
     Siamese box estimator (``siamese``, ``siamese-polished``; NanoTrack's own decoding values,
     :class:`~ebmtrack.lite.siamese.SiameseBoxConfig`):
+        siamese_model: which NanoTrack's shipped networks decode the box, ``v2`` (the default)
+            or ``v3`` (its authors' later, larger networks), each with its own decoding values.
         siamese_window: weight of the Hanning window against the penalised score (0-1).
-        siamese_penalty: strength of the penalty on a change of scale and aspect ratio.
-        siamese_size_rate: how fast the size follows the decoded box, times penalty x score.
+        siamese_penalty: strength of the penalty on a change of scale and aspect ratio (None:
+            the model's own, v2 0.055, v3 0.138).
+        siamese_size_rate: how fast the size follows the decoded box, times penalty x score
+            (None: the model's own, v2 0.37, v3 0.348).
         siamese_context: context around the target in the template crop, times (w + h).
     """
 
@@ -116,9 +121,10 @@ class AtomParams(SearchRegionParams):
     scale_search_interval: int = 1
     # the siamese decoding's defaults are its config's (one source)
     siamese_window: float = SiameseBoxConfig.siamese_window
-    siamese_penalty: float = SiameseBoxConfig.siamese_penalty
-    siamese_size_rate: float = SiameseBoxConfig.siamese_size_rate
+    siamese_penalty: float | None = SiameseBoxConfig.siamese_penalty
+    siamese_size_rate: float | None = SiameseBoxConfig.siamese_size_rate
     siamese_context: float = SiameseBoxConfig.siamese_context
+    siamese_model: str = SiameseBoxConfig.siamese_model
 
     box_modes: ClassVar[tuple[str, ...]] = BOX_MODES
     head_modes: ClassVar[tuple[str, ...]] = HEAD_MODES
@@ -152,7 +158,7 @@ class AtomParams(SearchRegionParams):
         )
         self._check_box_mode()
         self._check_climb()
-        try:  # the siamese decoding's ranges, as its config checks them
+        try:  # the siamese decoding's model and ranges, as its config checks them
             part_config(SiameseBoxConfig, self)
         except ValueError as error:
             raise OptionError(str(error), str(error).split()[0]) from None
