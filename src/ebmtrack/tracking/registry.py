@@ -1,5 +1,6 @@
-"""One registry of trackers by name, ours and OpenCV's: the one route from a name and options
-(``ebmtrack track``, ``ebmtrack eval``, ``ebmtrack.load_tracker``) to a tracker.
+"""One registry of trackers by name, ours and the peers (OpenCV's, ``nanotrack-v3``): the one
+route from a name and options (``ebmtrack track``, ``ebmtrack eval``, ``ebmtrack.load_tracker``)
+to a tracker.
 
 Each of our tracker variants is a :class:`TrackerVariant`: a factory and the named parameter set
 it is built with (as pytracking's parameter files), so ``atom`` and ``atom-iounet`` are two
@@ -227,6 +228,15 @@ TRACKERS: dict[str, TrackerFactory] = {
     )
     for kind in OPENCV_TRACKERS
 }
+# NanoTrack v3 with its authors' own tracker logic on the networks shipped in the package
+# (ebmtrack.tracking.nanotrack): a peer that ONNX Runtime runs, with no options and no model
+# files to give (OpenCV's TrackerNano runs v2's only).
+TRACKERS["nanotrack-v3"] = TrackerVariant(
+    "ebmtrack.tracking.nanotrack:create_nanotrack_v3",
+    summary="NanoTrack v3 with its authors' tracker logic (their networks, shipped; ONNX "
+    "Runtime, no PyTorch)",
+    name="nanotrack-v3",
+)
 
 _DISCOVERED = False
 
