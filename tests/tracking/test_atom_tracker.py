@@ -165,7 +165,7 @@ def test_scale_search_interval_crops_the_extra_regions_on_every_kth_frame(backbo
             tracker.track(frame)
         batches[interval] = sizes
     assert batches == {1: [3] * 8, 3: [3, 1, 1, 3, 1, 1, 3, 1]}
-    with pytest.raises(ValueError, match="scale_search_interval must be a positive int"):
+    with pytest.raises(ValueError, match="scale_search_interval must be an integer >= 1"):
         AtomParams(scale_search_interval=0)
 
 
@@ -291,9 +291,9 @@ def test_bad_inputs(backbone, iou_net):
         AtomParams(box_mode="gated", box_accept_margin="high")
     with pytest.raises(ValueError, match="box_climb must be one of iou, ebm, got 'nce'"):
         AtomParams(box_climb="nce")
-    with pytest.raises(ValueError, match="box_step_length must be a positive number"):
+    with pytest.raises(ValueError, match="box_step_length must be a number > 0"):
         AtomParams(box_step_length=0.0)
-    with pytest.raises(ValueError, match="ebm_step_length must be a positive number"):
+    with pytest.raises(ValueError, match="ebm_step_length must be a number > 0"):
         AtomParams(box_climb="ebm", ebm_step_length=-1e-3)
     with pytest.raises(ValueError, match="box_step_decay applies to box_climb 'ebm', not 'iou'"):
         AtomParams(box_step_decay=0.25)
@@ -449,8 +449,9 @@ def test_a_head_box_reported_only_never_moves_the_state(backbone, iou_net):
     search = {"search_size": 96, "scale_factors": (1 / 1.05, 1.05), "seed": 0}
 
     def run(iou_net, **params):
-        return reported_and_states(AtomTracker(backbone, iou_net, AtomParams(**search, **params)),
-                                   sequence)
+        return reported_and_states(
+            AtomTracker(backbone, iou_net, AtomParams(**search, **params)), sequence
+        )
 
     alone_boxes, alone_states = run(None, box_mode="scale")
     reported, states = run(iou_net, box_mode="polished")

@@ -35,7 +35,6 @@ from ebmtrack.tracking.base import TrackResult, TrackStatus
 from ebmtrack.tracking.composition import SearchRegionTracker, TargetFrame, TargetState
 from ebmtrack.tracking.localize import upsample_scores
 from ebmtrack.tracking.search_region import Region
-from ebmtrack.values import OptionError
 
 __all__ = [
     "LongTermMode",
@@ -50,7 +49,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class LongTermParams:
-    """The long-term mode's parameters (mixed into a tracker's parameter dataclass).
+    """The long-term mode's parameters (mixed into a tracker's parameter dataclass, whose check
+    takes their ranges from :mod:`ebmtrack.option_checks`).
 
     Attributes:
         lost_after: frames in a row for which :func:`is_lost` holds before the tracker turns lost.
@@ -70,32 +70,6 @@ class LongTermParams:
     redetect_near_threshold: float | None = None
     lost_crops: int = 4
     tile_overlap: float = 0.25
-
-    def check_long_term(self) -> None:
-        """Raise :class:`~ebmtrack.values.OptionError` naming the first field out of range."""
-        if not (isinstance(self.lost_after, int) and self.lost_after >= 1):
-            raise OptionError(
-                f"lost_after must be a positive int, got {self.lost_after!r}", "lost_after"
-            )
-        if not (isinstance(self.lost_crops, int) and self.lost_crops >= 2):
-            raise OptionError(
-                f"lost_crops must be an int >= 2, got {self.lost_crops!r}", "lost_crops"
-            )
-        if not 0 <= self.tile_overlap < 1:
-            raise OptionError(
-                f"tile_overlap must be in [0, 1), got {self.tile_overlap!r}", "tile_overlap"
-            )
-        if not math.isfinite(self.redetect_threshold):
-            raise OptionError(
-                f"redetect_threshold must be a finite number, got {self.redetect_threshold!r}",
-                "redetect_threshold",
-            )
-        near = self.redetect_near_threshold
-        if near is not None and not (isinstance(near, int | float) and math.isfinite(near)):
-            raise OptionError(
-                f"redetect_near_threshold must be a number or None, got {near!r}",
-                "redetect_near_threshold",
-            )
 
 
 def is_lost(result: TrackResult) -> bool:

@@ -10,14 +10,14 @@ from dataclasses import MISSING, dataclass, fields
 from typing import ClassVar
 
 from ebmtrack.models.backbones.runtime import check_backbone_runtime
+from ebmtrack.option_checks import KINDS, check_kind, check_ranges
 from ebmtrack.tracking.augment import num_augmented_crops
 from ebmtrack.values import OptionError
 
 __all__ = [
     "SHARED_FIELDS",
     "SearchRegionParams",
-    "check_ranges",
-    "check_types",
+    "check_values",
     "require_device",
     "config_fields",
     "mode_fields",
@@ -64,27 +64,6 @@ def mode_fields(estimators: dict[str, type]) -> dict[str, tuple[str, ...]]:
     return {name: tuple(modes) for name, modes in read.items()}
 
 
-def check_ranges(
-    params,
-    positive_ints: tuple[str, ...] = (),
-    non_negative_ints: tuple[str, ...] = (),
-    positive: tuple[str, ...] = (),
-) -> None:
-    """Raise :class:`~ebmtrack.values.OptionError` naming the first of the named fields outside
-    its range."""
-    for name in positive_ints:
-        value = getattr(params, name)
-        if not (isinstance(value, int) and value >= 1):
-            raise OptionError(f"{name} must be a positive int, got {value!r}", name)
-    for name in non_negative_ints:
-        value = getattr(params, name)
-        if not (isinstance(value, int) and value >= 0):
-            raise OptionError(f"{name} must be an int >= 0, got {value!r}", name)
-    for name in positive:
-        if not getattr(params, name) > 0:
-            raise OptionError(f"{name} must be positive, got {getattr(params, name)!r}", name)
-
-
 def require_device(device: str) -> None:
     """Raise :class:`~ebmtrack.values.OptionError` (option ``device``) for a CUDA device on a
     machine without one (when a tracker is built: its parameters do not depend on the
@@ -95,31 +74,24 @@ def require_device(device: str) -> None:
         raise OptionError(f"device {device!r} requested but CUDA is not available", "device")
 
 
-_KINDS = {float: "a number", int: "an integer", bool: "true or false", str: "text"}
+def _kind(annotation) -> type | None:
+    """The kind (:data:`~ebmtrack.option_checks.KINDS`) a field's annotation asks for; None for
+    the others (left to the dataclass's own checks)."""
+    if annotation in KINDS:
+        return annotation
+    return tuple if typing.get_origin(annotation) is tuple else None
 
 
-def _fits(value, annotation) -> bool:
-    if annotation is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if annotation in (bool, str):
-        return isinstance(value, annotation)
-    if typing.get_origin(annotation) is tuple:
-        return isinstance(value, tuple)
-    return True  # other annotations are left to the dataclass's own checks
-
-
-def check_types(params) -> None:
-    """Raise :class:`~ebmtrack.values.OptionError` (``KEY must be ...``) for a field of a
-    parameter dataclass whose value is not of its annotated type (a number, an integer, true
-    or false, text, a list)."""
+def check_values(params) -> None:
+    """Raise :class:`~ebmtrack.values.OptionError` for the first field of a parameter dataclass
+    whose value is not of its annotated kind (a number, an integer, true or false, text, a
+    list), then for the first outside its range: the one check of both runtimes
+    (:mod:`ebmtrack.option_checks`)."""
     hints = typing.get_type_hints(type(params))
-    for field in fields(params):
-        value = getattr(params, field.name)
-        if not _fits(value, hints[field.name]):
-            kind = _KINDS.get(hints[field.name], "a list")
-            raise OptionError(f"{field.name} must be {kind}, got {value!r}", field.name)
+    values = {field.name: getattr(params, field.name) for field in fields(params)}
+    for name, value in values.items():
+        check_kind(name, value, _kind(hints[name]))
+    check_ranges(values)
 
 
 @dataclass(frozen=True)
@@ -225,32 +197,10 @@ class SearchRegionParams:
     renamed: ClassVar[dict[str, str]] = {}
 
     def __post_init__(self) -> None:
-        check_types(self)
+        check_values(self)
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
             raise OptionError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}", "device")
         check_backbone_runtime(self.backbone_runtime, self.device)
-        if not self.search_size >= 64:
-            raise OptionError(
-                f"search_size must be an int >= 64, got {self.search_size!r}", "search_size"
-            )
-        if self.search_size % 16:
-            raise OptionError(
-                f"search_size must be a multiple of 16, got {self.search_size}", "search_size"
-            )
-        check_ranges(
-            self,
-            positive_ints=("score_upsample", "train_skipping"),
-            non_negative_ints=("num_random_proposals",),
-            positive=("search_area_scale", "max_aspect_ratio", "min_target_size"),
-        )
-        if not 0 < self.size_update_rate <= 1:
-            raise OptionError(
-                f"size_update_rate must be in (0, 1], got {self.size_update_rate!r}",
-                "size_update_rate",
-            )
-        for name in ("learning_rate", "hard_negative_learning_rate"):
-            if not 0 < getattr(self, name) < 1:
-                raise OptionError(f"{name} must be in (0, 1), got {getattr(self, name)!r}", name)
         copies, probability = self.aug_dropout
         if copies < 0 or not 0 <= probability < 1:
             raise OptionError(

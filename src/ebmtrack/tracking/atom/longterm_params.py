@@ -15,8 +15,4 @@ class AtomLTParams(AtomParams, LongTermParams):
     """Parameters of :class:`~ebmtrack.tracking.atom.longterm.AtomLTTracker`: every field of
     :class:`~ebmtrack.tracking.atom.params.AtomParams` and of
     :class:`~ebmtrack.tracking.longterm.LongTermParams` (``lost_after``,
-    ``redetect_threshold``, ``lost_crops``, ``tile_overlap``)."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.check_long_term()
+    ``redetect_threshold``, ``lost_crops``, ``tile_overlap``), checked with them."""

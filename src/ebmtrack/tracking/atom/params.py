@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
-from ebmtrack.lite.siamese import SiameseBoxConfig
+from ebmtrack.lite.position import PositionRuleConfig
+from ebmtrack.lite.siamese import SIAMESE_MODELS, SiameseBoxConfig
 from ebmtrack.models.precision import PRECISIONS
 from ebmtrack.tracking.atom.box import (
     BOX_CLIMBS,
@@ -14,7 +15,7 @@ from ebmtrack.tracking.atom.box import (
     HEAD_MODES,
     SCALE_MODES,
 )
-from ebmtrack.tracking.params import SearchRegionParams, check_ranges, mode_fields, part_config
+from ebmtrack.tracking.params import SearchRegionParams, mode_fields
 from ebmtrack.values import OptionError
 
 __all__ = ["BOX_CLIMBS", "BOX_MODES", "HEAD_MODES", "SCALE_MODES", "AtomParams"]
@@ -58,7 +59,9 @@ class AtomParams(SearchRegionParams):
             centred on the classifier's position (:mod:`ebmtrack.lite.siamese`;
             ``siamese_model`` v3: NanoTrack v3's, shipped too), and its box
             becomes the state. ``siamese-polished``: ``siamese`` tracks and the IoU-Net's
-            ascent refines the box reported for the frame only.
+            ascent refines the box reported for the frame only. ``siamese-scale``: ``siamese``,
+            and the scale search bounds the siamese box's change of scale
+            (:mod:`ebmtrack.lite.position`).
         box_climb: how the head's output is climbed (``refine``, ``gated`` and ``polished``):
             ``iou``, ATOM's gradient ascent on the predicted IoU, each step
             ``box_step_length`` times the gradient times w, h in crop pixels, a step that lowers
@@ -95,6 +98,12 @@ class AtomParams(SearchRegionParams):
         siamese_size_rate: how fast the size follows the decoded box, times penalty x score
             (None: the model's own, v2 0.37, v3 0.348).
         siamese_context: context around the target in the template crop, times (w + h).
+
+    Where and how big (the siamese modes; :mod:`ebmtrack.lite.position`):
+        classifier_weight: the classifier's score's weight as a log density on the siamese
+            head's cells, a product of experts (>= 0; 0: the head alone picks its cell).
+        distractor_growth: whether the size may grow in a frame where the classifier saw a
+            second, target-like peak.
     """
 
     precision: str = "auto"
@@ -125,6 +134,8 @@ class AtomParams(SearchRegionParams):
     siamese_size_rate: float | None = SiameseBoxConfig.siamese_size_rate
     siamese_context: float = SiameseBoxConfig.siamese_context
     siamese_model: str = SiameseBoxConfig.siamese_model
+    classifier_weight: float = PositionRuleConfig.classifier_weight
+    distractor_growth: bool = PositionRuleConfig.distractor_growth
 
     box_modes: ClassVar[tuple[str, ...]] = BOX_MODES
     head_modes: ClassVar[tuple[str, ...]] = HEAD_MODES
@@ -142,26 +153,14 @@ class AtomParams(SearchRegionParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_ranges(
-            self,
-            positive_ints=(
-                "projection_dim",
-                "filter_size",
-                "init_gn_iters",
-                "init_cg_iters",
-                "update_cg_iters",
-                "box_top_k",
-                "scale_search_interval",
-            ),
-            non_negative_ints=("box_steps",),
-            positive=("sigma_factor", "pelu_alpha", "filter_reg", "projection_reg"),
-        )
         self._check_box_mode()
         self._check_climb()
-        try:  # the siamese decoding's model and ranges, as its config checks them
-            part_config(SiameseBoxConfig, self)
-        except ValueError as error:
-            raise OptionError(str(error), str(error).split()[0]) from None
+        if self.siamese_model not in SIAMESE_MODELS:
+            raise OptionError(
+                f"siamese_model must be one of {', '.join(SIAMESE_MODELS)}, "
+                f"got {self.siamese_model!r}",
+                "siamese_model",
+            )
         factors = self.scale_factors
         if not (
             factors and all(isinstance(f, int | float) and 0 < f < 10 and f != 1 for f in factors)
@@ -177,20 +176,12 @@ class AtomParams(SearchRegionParams):
             )
 
     def _check_climb(self) -> None:
-        """``box_climb`` is known, the step lengths and decay are in range, and the EBM climb's
-        own fields keep their defaults unless it climbs."""
+        """``box_climb`` is known, and the EBM climb's own fields keep their defaults unless it
+        climbs (their ranges: :mod:`ebmtrack.option_checks`)."""
         if self.box_climb not in BOX_CLIMBS:
             raise OptionError(
                 f"box_climb must be one of {', '.join(BOX_CLIMBS)}, got {self.box_climb!r}",
                 "box_climb",
-            )
-        for name in ("box_step_length", "ebm_step_length"):
-            value = getattr(self, name)
-            if not (isinstance(value, int | float) and value > 0):
-                raise OptionError(f"{name} must be a positive number, got {value!r}", name)
-        if not (isinstance(self.box_step_decay, int | float) and 0 < self.box_step_decay <= 1):
-            raise OptionError(
-                f"box_step_decay must be in (0, 1], got {self.box_step_decay!r}", "box_step_decay"
             )
         defaults = {f.name: f.default for f in fields(self)}
         for name in ("ebm_step_length", "box_step_decay"):

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from ebmtrack.tracking.dimp.box import BOX_ESTIMATORS, BOX_MODES
 from ebmtrack.tracking.ebm_refine import STEP_RULES
-from ebmtrack.tracking.params import SearchRegionParams, check_ranges, mode_fields
+from ebmtrack.tracking.params import SearchRegionParams, mode_fields
 from ebmtrack.values import OptionError
 
 __all__ = ["BOX_MODES", "STEP_RULES", "DiMPParams"]
@@ -81,19 +81,9 @@ class DiMPParams(SearchRegionParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_ranges(
-            self,
-            positive_ints=("box_top_k",),
-            non_negative_ints=("init_iters", "update_iters", "hard_negative_iters", "box_steps"),
-            positive=("box_step_length",),
-        )
         self._check_box_mode()
         if self.box_step_rule not in STEP_RULES:
             raise OptionError(
                 f"box_step_rule must be one of {', '.join(STEP_RULES)}, got {self.box_step_rule!r}",
                 "box_step_rule",
-            )
-        if not 0 < self.box_step_decay <= 1:
-            raise OptionError(
-                f"box_step_decay must be in (0, 1], got {self.box_step_decay!r}", "box_step_decay"
             )
