@@ -266,7 +266,13 @@ class LiteTracker:
             refine = status != TrackStatus.UNCERTAIN or params["update_scale_when_uncertain"]
             position = np.asarray(found.position, dtype=np.float64)
             region_feats = {layer: feats[layer][best : best + 1] for layer in self.layers}
-            evidence = ClassifierEvidence(scores[best], region.matrix, self.stride, status)
+            evidence = ClassifierEvidence(
+                scores[best],
+                region.matrix,
+                self.stride,
+                status,
+                factor if len(regions) > 1 else None,
+            )
             reported = self._estimate(
                 state, position, region, factor, region_feats, refine, frame, evidence
             )
@@ -373,9 +379,9 @@ class LiteTracker:
                 state.template,
                 classifier_prior(evidence, rule.classifier_weight),
             )
-            state.size = bounded_size(found.size, state.size, evidence.status, rule)
+            state.size = bounded_size(found.size, state.size, evidence, rule)
             center_crop = apply_matrix(region.matrix, found.center)
-        if factor != 1.0 and refine:
+        elif factor != 1.0 and refine:
             state.size = blend_size(state.size, state.size * factor, params["size_update_rate"])
         if mode.head and refine:
             refined = self._refine(state, feats, center_crop, state.size * scale)
