@@ -98,3 +98,38 @@ def test_the_heads_change_of_scale_goes_no_further_than_the_classifiers(head, cl
 def test_the_rule_refuses_values_out_of_range(field, value):
     with pytest.raises(ValueError, match=field):
         PositionRuleConfig(**{field: value})
+
+
+def _growing_target(frames: int = 16) -> tuple[list[np.ndarray], np.ndarray]:
+    """A textured square growing from 40 to 64 px on a fixed textured background (uint8 RGB
+    frames, 240 x 320), and its first box."""
+    import cv2
+
+    rng = np.random.default_rng(3)
+    background = cv2.GaussianBlur(rng.integers(0, 255, (240, 320, 3), dtype=np.uint8), (0, 0), 3)
+    pattern = rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)
+    images = []
+    for index in range(frames):
+        side = round(40 + 24 * index / (frames - 1))
+        image = background.copy()
+        top, left = 120 - side // 2, 160 - side // 2
+        image[top : top + side, left : left + side] = cv2.resize(
+            pattern, (side, side), interpolation=cv2.INTER_NEAREST
+        )
+        images.append(image)
+    return images, np.array([140.0, 100.0, 40.0, 40.0])
+
+
+@pytest.mark.parametrize("box_mode", ["siamese", "siamese-scale"])
+def test_the_runtimes_box_follows_a_target_that_grows(box_mode):
+    """The rule leaves the siamese head's size free where no scale search bounds it (a scale
+    of 1 passed as evidence froze it once), and bounds it where one does."""
+    from ebmtrack import lite
+    from ebmtrack.exports import shipped_export
+
+    frames, box = _growing_target()
+    tracker = lite.load(shipped_export("atom"), box_mode=box_mode)
+    tracker.initialize(frames[0], box)
+    for frame in frames[1:]:
+        result = tracker.track(frame)
+    assert result.box[2] > 52 and result.box[3] > 52, result.box  # the truth: 64

@@ -40,7 +40,8 @@ class BoxMode:
             ``box_accept_margin`` over the start box.
         siamese: the siamese box estimator (:mod:`ebmtrack.lite.siamese`) decodes centre and
             size around the classifier's position, and its box becomes the state (a head then
-            refines the reported box only).
+            refines the reported box only; a scale search bounds its change of scale,
+            :mod:`ebmtrack.lite.position`).
     """
 
     scale_search: bool
@@ -58,6 +59,7 @@ BOX_MODES: dict[str, BoxMode] = {
     "polished": BoxMode(scale_search=True, head=True),
     "siamese": BoxMode(scale_search=False, siamese=True),
     "siamese-polished": BoxMode(scale_search=False, head=True, siamese=True),
+    "siamese-scale": BoxMode(scale_search=True, siamese=True),
 }
 
 SIAMESE_MODES = tuple(name for name, mode in BOX_MODES.items() if mode.siamese)

@@ -2,10 +2,12 @@
 (:mod:`ebmtrack.lite.siamese`) decide a frame's box together, for the torch-free runtime and the
 torch trackers alike.
 
-The siamese head alone (``classifier_weight`` 0, ``distractor_growth`` True) takes the box of its
-best cell in a crop centred on the classifier's peak; in a scene of look-alikes it can take a
-neighbour's cell, or a box that grows over a neighbour, and the tracker's size, search region
-and classifier follow it. Two checks against that, both from the classifier's evidence:
+The siamese head alone (the defaults: ``classifier_weight`` 0, ``distractor_growth`` True) takes
+the box of its best cell in a crop centred on the classifier's peak; in a scene of look-alikes it
+can take a neighbour's cell, or a box that grows over a neighbour, and the tracker's size, search
+region and classifier follow it. Three checks against that, from the classifier's evidence
+(measured on held-out and look-alike clips, none beat the head alone there:
+docs/results/position-rule.md):
 
 - **a product of experts over the cells** (``classifier_weight`` a > 0): each cell's target
   probability from the head is multiplied by ``exp(a (s - s_max))``, ``s`` the classifier's score
@@ -45,7 +47,9 @@ class PositionRuleConfig:
 
     Attributes:
         classifier_weight: ``a`` of the product of experts, the classifier's score's weight as a
-            log density on the siamese cells (>= 0; 0: the head alone picks its cell).
+            log density on the siamese cells (>= 0; 0, the default: the head alone picks its
+            cell; no weight beat it on held-out and look-alike clips,
+            docs/results/position-rule.md).
         distractor_growth: whether the size may grow in a frame where the classifier saw a
             second peak.
     """

@@ -184,7 +184,8 @@ def decode_box(
         last_size_crop: (2,) the last size (w, h) in search-crop px.
         config: the decoding rule.
         prior: (G, G) factors > 0 on the cells' target scores, another expert's belief that the
-            target is there (:mod:`ebmtrack.lite.position`); None: none.
+            target is there (:mod:`ebmtrack.lite.position`), the product scaled to the head's
+            peak score so that the window weighs as much as without; None: the head alone.
 
     Returns:
         ``(center offset (2,) from the crop centre, size (2,), rate, score)`` in crop px: the best
@@ -195,7 +196,10 @@ def decode_box(
     shifted = logits - logits.max(axis=0, keepdims=True)
     odds = np.exp(shifted)
     score = odds[1] / odds.sum(axis=0)
-    expert = score if prior is None else score * prior
+    expert = score
+    if prior is not None:  # the product, scaled to the head's peak: the window weighs the same
+        product = score * prior
+        expert = product * (score.max() / max(float(product.max()), 1e-300))
     points, window = _grid(cells)
     px, py = points[None, :], points[:, None]
     x1, y1 = px - sides[0], py - sides[1]

@@ -1,0 +1,120 @@
+"""The candidates of the rule by which the classifier and the siamese head decide the box
+(:mod:`ebmtrack.lite.position`), measured as docs/results/position-rule.md fixes: on the training
+pack's held-out clips and their look-alike versions, never the test sequences.
+
+For each candidate (the runtime's ``atom`` with options), each set and tracker seed: the mean IoU
+of the tracker's own boxes over the frames after the first, the fraction of those frames whose
+centre error is at most 20 px (Prec@20), and ms per ``track()``; per set the means over clips and
+seeds, and the rule's score S (the mean over the sets of (IoU + Prec@20) / 2). Each candidate's
+row is written when it is done, and a rerun skips the rows its ``--out`` already holds.
+
+Usage::
+
+    python benchmarks/choose_position_rule.py --out runs/position-rule
+    python benchmarks/choose_position_rule.py --out runs/position-rule --candidates default poe-4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from selection_sets import lookalike_clips, pack_clips
+from tqdm import tqdm
+
+from ebmtrack.api import load_tracker
+from ebmtrack.evaluation import metrics as M
+from ebmtrack.files import write_json_atomic
+
+WEIGHTS = (2, 4, 8, 16)
+CANDIDATES: dict[str, dict] = {
+    "default": {},
+    "scale search": {"box_mode": "scale"},
+    **{f"poe-{a}": {"classifier_weight": float(a)} for a in WEIGHTS},
+    "no-growth": {"distractor_growth": False},
+    **{
+        f"poe-{a} + no-growth": {"classifier_weight": float(a), "distractor_growth": False}
+        for a in WEIGHTS
+    },
+    "siamese-scale": {"box_mode": "siamese-scale"},
+    "siamese-scale + no-growth": {"box_mode": "siamese-scale", "distractor_growth": False},
+    "v3": {"siamese_model": "v3"},
+    "v3 + poe-2": {"siamese_model": "v3", "classifier_weight": 2.0},
+}
+"""Options of the runtime's ``atom`` per candidate (docs/results/position-rule.md)."""
+
+
+def track_clip(options: dict, sequence, seed: int) -> dict:
+    """IoU and Prec@20 over the frames after the first, and ms per ``track()``."""
+    tracker = load_tracker("atom", seed=seed, **options)
+    truth = sequence.ground_truth
+    tracker.initialize(sequence.frame(0), truth[0])
+    boxes, seconds = [], 0.0
+    for index in range(1, len(sequence)):
+        frame = sequence.frame(index)
+        tic = time.perf_counter()
+        boxes.append(tracker.track(frame).box)
+        seconds += time.perf_counter() - tic
+    pred = np.asarray(boxes, dtype=np.float64)
+    ious = M.box_iou(pred, truth[1:])
+    errors = M.center_error(pred, truth[1:])
+    return {
+        "iou": float(ious.mean()),
+        "prec20": float((errors <= 20).mean()),
+        "ms": 1000 * seconds / len(pred),
+    }
+
+
+def measure(options: dict, sets: dict[str, list], seeds: list[int], bar) -> dict:
+    row: dict = {"options": options}
+    for set_name, clips in sets.items():
+        runs = {}
+        for seed in seeds:
+            for clip in clips:
+                runs[f"{clip.name}/{seed}"] = track_clip(options, clip, seed)
+                bar.update()
+        row[set_name] = {
+            key: float(np.mean([run[key] for run in runs.values()]))
+            for key in ("iou", "prec20", "ms")
+        } | {"runs": runs}
+    row["S"] = float(np.mean([(row[s]["iou"] + row[s]["prec20"]) / 2 for s in sets]))
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES), metavar="NAME")
+    args = parser.parse_args()
+    unknown = [name for name in args.candidates if name not in CANDIDATES]
+    if unknown:
+        parser.error(f"--candidates: unknown {', '.join(unknown)}; valid: {', '.join(CANDIDATES)}")
+    held_out = pack_clips()
+    if not held_out:
+        parser.error("the training pack's clips are not beside the repository (../shared)")
+    sets = {"held-out": held_out, "look-alike": lookalike_clips()}
+    path = args.out / "position_rule.json"
+    record = json.loads(path.read_text()) if path.is_file() else {"seeds": args.seeds, "rows": {}}
+    todo = [name for name in args.candidates if name not in record["rows"]]
+    total = len(todo) * len(args.seeds) * sum(len(clips) for clips in sets.values())
+    with tqdm(total=total, unit="run", desc="position rule") as bar:
+        for name in todo:
+            record["rows"][name] = measure(CANDIDATES[name], sets, args.seeds, bar)
+            args.out.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(path, record)
+    print("| candidate | S | held-out IoU | Prec@20 | look-alike IoU | Prec@20 | ms |")
+    print("|---|---|---|---|---|---|---|")
+    for name, row in record["rows"].items():
+        held, alike = row["held-out"], row["look-alike"]
+        print(
+            f"| {name} | {row['S']:.3f} | {held['iou']:.3f} | {held['prec20']:.3f} | "
+            f"{alike['iou']:.3f} | {alike['prec20']:.3f} | {held['ms']:.1f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
