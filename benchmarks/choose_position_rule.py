@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,7 @@ from tqdm import tqdm
 
 from ebmtrack.api import load_tracker
 from ebmtrack.evaluation import metrics as M
+from ebmtrack.evaluation.jobs import track_sequence
 from ebmtrack.files import write_json_atomic
 
 WEIGHTS = (2, 4, 8, 16)
@@ -49,22 +49,12 @@ CANDIDATES: dict[str, dict] = {
 
 def track_clip(options: dict, sequence, seed: int) -> dict:
     """IoU and Prec@20 over the frames after the first, and ms per ``track()``."""
-    tracker = load_tracker("atom", seed=seed, **options)
-    truth = sequence.ground_truth
-    tracker.initialize(sequence.frame(0), truth[0])
-    boxes, seconds = [], 0.0
-    for index in range(1, len(sequence)):
-        frame = sequence.frame(index)
-        tic = time.perf_counter()
-        boxes.append(tracker.track(frame).box)
-        seconds += time.perf_counter() - tic
-    pred = np.asarray(boxes, dtype=np.float64)
-    ious = M.box_iou(pred, truth[1:])
-    errors = M.center_error(pred, truth[1:])
+    boxes, seconds = track_sequence(load_tracker("atom", seed=seed, **options), sequence)
+    pred, truth = boxes[1:], sequence.ground_truth[1:]
     return {
-        "iou": float(ious.mean()),
-        "prec20": float((errors <= 20).mean()),
-        "ms": 1000 * seconds / len(pred),
+        "iou": float(M.box_iou(pred, truth).mean()),
+        "prec20": float((M.center_error(pred, truth) <= 20).mean()),
+        "ms": 1000 * float(seconds[1:].mean()),
     }
 
 
