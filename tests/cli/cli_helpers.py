@@ -62,6 +62,18 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     }
 
 
+def square_sequence(root: Path) -> Path:
+    """An OTB-layout sequence of 3 frames, ``root/Square``: a grey square at (30, 20, 20, 20)."""
+    sequence = root / "Square"
+    (sequence / "img").mkdir(parents=True)
+    frame = np.zeros((60, 80, 3), np.uint8)
+    frame[20:40, 30:50] = 200
+    for k in range(3):
+        cv2.imwrite(str(sequence / "img" / f"{k + 1:04d}.png"), frame)
+    (sequence / "groundtruth_rect.txt").write_text("30,20,20,20\n" * 3)
+    return sequence
+
+
 def generated_sequences(root: Path, count: int = 2, frames: int = 12) -> Path:
     """``count`` OTB-style sequences of a textured square moving over a gradient."""
     yy, xx = np.mgrid[0:90, 0:120]

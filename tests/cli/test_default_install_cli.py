@@ -4,9 +4,8 @@ missing and the install that provides it."""
 
 import re
 
-import cv2
-import numpy as np
 import pytest
+from cli_helpers import square_sequence
 from default_install import EXTRA, TRAIN_MODULES, one_error_line, run_command
 
 from ebmtrack.cli.main import missing_module
@@ -16,15 +15,7 @@ from ebmtrack.tracking.runtime import lite_options
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory):
     """An OTB-layout sequence of 3 frames, ``Square``, in a folder of its own."""
-    root = tmp_path_factory.mktemp("data")
-    sequence = root / "Square"
-    (sequence / "img").mkdir(parents=True)
-    frame = np.zeros((60, 80, 3), np.uint8)
-    frame[20:40, 30:50] = 200
-    for k in range(3):
-        cv2.imwrite(str(sequence / "img" / f"{k + 1:04d}.png"), frame)
-    (sequence / "groundtruth_rect.txt").write_text("30,20,20,20\n" * 3)
-    return sequence
+    return square_sequence(tmp_path_factory.mktemp("data"))
 
 
 def _entries(out: str) -> dict[str, str]:

@@ -4,10 +4,9 @@ with the same message."""
 
 from pathlib import Path
 
-import cv2
-import numpy as np
 import pytest
 import torch
+from cli_helpers import square_sequence
 
 import ebmtrack
 from ebmtrack.cli.main import main
@@ -20,14 +19,7 @@ from ebmtrack.weights import default_model, pack_box_head
 @pytest.fixture
 def dataset(tmp_path):
     """An OTB-layout folder with one 3-frame sequence, ``Square``."""
-    sequence = tmp_path / "data" / "Square"
-    (sequence / "img").mkdir(parents=True)
-    frame = np.zeros((60, 80, 3), np.uint8)
-    frame[20:40, 30:50] = 200
-    for k in range(3):
-        cv2.imwrite(str(sequence / "img" / f"{k + 1:04d}.png"), frame)
-    (sequence / "groundtruth_rect.txt").write_text("30,20,20,20\n" * 3)
-    return sequence.parent
+    return square_sequence(tmp_path / "data").parent
 
 
 def _track(dataset, tracker, *flags):
