@@ -37,7 +37,7 @@ def test_every_option_has_help():
 
 def test_shared_options_mean_the_same_everywhere():
     from ebmtrack.cli.main import DEVICE_HELP, THREADS_HELP
-    from ebmtrack.cli.trackers import PEER_MODELS_HELP
+    from ebmtrack.cli.tracker_options import PEER_MODELS_HELP
 
     first_words = {
         "threads": THREADS_HELP,

@@ -9,8 +9,8 @@ import typing
 import pytest
 
 from ebmtrack.exports import SHIPPED_EXPORTS
+from ebmtrack.lite.option_checks import RANGES, Range
 from ebmtrack.lite.params import FIXED, merge_options
-from ebmtrack.option_checks import RANGES, Range
 from ebmtrack.tracking.registry import TrackerVariant, get_factory, tracker_names
 from ebmtrack.tracking.runtime import shipped_lite_export
 from ebmtrack.values import OptionError

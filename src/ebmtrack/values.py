@@ -1,25 +1,17 @@
 """Command-line values: one reader for ``--option KEY=VALUE`` (trackers) and ``--set KEY=VALUE``
 (training configs), so that a value means the same in every command; and :class:`OptionError`,
-the error of a named option, whatever route it came by."""
+the error of a named option, whatever route it came by (defined with the options' one check,
+:mod:`ebmtrack.lite.option_checks`)."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from ebmtrack.lite.option_checks import OptionError  # the runtime's too: it imports no other layer
+
 __all__ = ["OptionError", "parse_value"]
 
-
-class OptionError(ValueError):
-    """A bad value (or name) of an option: the message, and the options it concerns, so that a
-    command can name the flag each came from (the first one it knows).
-
-    >>> raise OptionError("search_size must be a multiple of 16, got 100", "search_size")
-    """
-
-    def __init__(self, message: str, *options: str) -> None:
-        super().__init__(message)
-        self.options: tuple[str, ...] = options
 
 # What PyYAML (YAML 1.1) leaves as a string but a user means as a number: 1e-3, 5E+2, .5e1.
 _FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")

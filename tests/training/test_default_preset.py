@@ -160,7 +160,9 @@ def test_shipped_weights_match_their_record_and_load():
         total += len(data)
         assert hashlib.sha256(data).hexdigest() == entry["sha256"], entry["file"]
     everything = sum(path.stat().st_size for path in WEIGHTS.iterdir() if path.suffix != ".py")
-    assert total <= everything <= 25 * 2**20
+    # The package's weights budget: 28 MiB since NanoTrack v3's networks (2.6 MB) ship for the
+    # nanotrack-v3 peer and siamese_model=v3 (26.2 MiB with them; 23.7 before).
+    assert total <= everything <= 28 * 2**20
     head = load_model(model.box_head, expected="AtomIoUNet")
     assert head.config.backbone == model.backbone == "mobilenetv2"
     backbone = create_backbone(model.backbone, weights=model.backbone_weights)

@@ -12,10 +12,10 @@ from ebmtrack.cli.main import (
     add_out_argument,
     add_progress_argument,
     add_threads_argument,
-    check_output_folder,
     signals_held,
 )
-from ebmtrack.cli.trackers import add_tracker_arguments, tracker_settings
+from ebmtrack.cli.paths import check_output_folder
+from ebmtrack.cli.tracker_options import add_tracker_arguments, tracker_settings
 
 
 def add_parser(subparsers) -> None:

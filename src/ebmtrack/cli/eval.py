@@ -12,15 +12,17 @@ from ebmtrack.cli.main import (
     add_out_argument,
     add_progress_argument,
     add_threads_argument,
-    check_not_an_input,
-    check_output_folder,
     non_negative_int,
     positive_int,
-    sequence_folder,
     threads,
 )
 from ebmtrack.cli.options import OPTION_HELP, parse_option
-from ebmtrack.cli.trackers import add_peer_models_argument, add_runtime_argument, tracker_options
+from ebmtrack.cli.paths import check_not_an_input, check_output_folder, sequence_folder
+from ebmtrack.cli.tracker_options import (
+    add_peer_models_argument,
+    add_runtime_argument,
+    tracker_options,
+)
 
 
 def _names(text: str) -> list[str]:
@@ -214,7 +216,7 @@ def _specs(args: argparse.Namespace, labels: dict[str, str], create: bool) -> tu
     built once, so that a missing model file or a bad option fails now, in one line. The
     options come from the flags (``--weights`` and ``--device`` for every tracker,
     ``--peer-models`` where it applies) and each label's ``--option`` items, by the route of
-    ``track`` (:func:`~ebmtrack.cli.trackers.tracker_options`)."""
+    ``track`` (:func:`~ebmtrack.cli.tracker_options.tracker_options`)."""
     import functools
 
     from ebmtrack.evaluation.provenance import tracker_provenance

@@ -6,7 +6,7 @@ import argparse
 
 from ebmtrack.cli.main import CLIError, add_out_argument, add_progress_argument
 from ebmtrack.cli.options import OPTION_HELP
-from ebmtrack.cli.trackers import add_tracker_arguments, tracker_settings
+from ebmtrack.cli.tracker_options import add_tracker_arguments, tracker_settings
 
 
 def add_parser(subparsers) -> None:

@@ -9,10 +9,10 @@ from ebmtrack.cli.main import (
     add_out_argument,
     add_progress_argument,
     add_threads_argument,
-    check_output_folder,
     non_negative_int,
     positive_int,
 )
+from ebmtrack.cli.paths import check_output_folder
 
 QUICK_METHODS = "ml-is,kld-is,nce,nce+,sm,dsm"
 

@@ -32,14 +32,12 @@ from ebmtrack.cli.main import (
     add_out_argument,
     add_progress_argument,
     add_threads_argument,
-    check_not_an_input,
-    check_output_file,
     positive_int,
-    sequence_folder,
     signals_held,
     threads,
 )
 from ebmtrack.cli.options import OPTION_HELP
+from ebmtrack.cli.paths import check_not_an_input, check_output_file, sequence_folder
 from ebmtrack.cli.track_outputs import (
     FORMATS,
     RENDER_SUFFIXES,
@@ -50,7 +48,7 @@ from ebmtrack.cli.track_outputs import (
     open_renderer,
     resolve_format,
 )
-from ebmtrack.cli.trackers import add_tracker_arguments, tracker_settings
+from ebmtrack.cli.tracker_options import add_tracker_arguments, tracker_settings
 
 logger = logging.getLogger("ebmtrack")
 

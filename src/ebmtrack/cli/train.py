@@ -11,12 +11,12 @@ from ebmtrack.cli.main import (
     add_out_argument,
     add_progress_argument,
     add_threads_argument,
-    check_output_folder,
     non_negative_int,
     positive_int,
     resolve_device,
     threads,
 )
+from ebmtrack.cli.paths import check_output_folder
 
 DATASETS = ("lasot", "got10k", "trackingnet", "coco")
 DEFAULT_PRESET = "atom-r18"

@@ -147,7 +147,12 @@ def run_evaluation(
     for spec in trackers:
         _check_same_options(out_dir, spec)
     for name, info in (provenance or {}).items():
-        record_provenance(out_dir, name, info)
+        try:
+            record_provenance(out_dir, name, info)
+        except OSError as err:  # as a result file that cannot be written: nothing can be
+            raise ResultsNotWritten(
+                f"cannot write results to {out_dir}: {err.strerror or err}"
+            ) from None
     summary = RunSummary()
     pending: deque[Job] = deque()
     if experiment not in ("ope", "supervised"):

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from ebmtrack.lite.augment import num_augmented_crops
 from ebmtrack.lite.files import Export
+from ebmtrack.lite.option_checks import check_kind, check_ranges, kind_of
 from ebmtrack.lite.siamese import SIAMESE_MODELS
-from ebmtrack.option_checks import check_kind, check_ranges, kind_of
 
 __all__ = [
     "BOX_MODES",
@@ -133,7 +133,7 @@ FIXED = ("search_size", "backbone", "device", "precision", "projection_dim", "fi
 
 def merge_options(export: Export, options: dict) -> dict:
     """The export's parameters with ``options`` applied (ValueError naming a bad one): each
-    option of its default's kind, every number in its range (:mod:`ebmtrack.option_checks`,
+    option of its default's kind, every number in its range (:mod:`ebmtrack.lite.option_checks`,
     the torch trackers' one check too)."""
     params = dict(export.params)
     missing = [name for name in REQUIRED if name not in params]

@@ -50,7 +50,7 @@ __all__ = [
 @dataclass(frozen=True)
 class LongTermParams:
     """The long-term mode's parameters (mixed into a tracker's parameter dataclass, whose check
-    takes their ranges from :mod:`ebmtrack.option_checks`).
+    takes their ranges from :mod:`ebmtrack.lite.option_checks`).
 
     Attributes:
         lost_after: frames in a row for which :func:`is_lost` holds before the tracker turns lost.

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from ebmtrack.option_checks import KINDS, RANGES, kind_of
+from ebmtrack.lite.option_checks import KINDS, RANGES, kind_of
 from ebmtrack.values import OptionError
 
 __all__ = ["OptionDoc", "docstring_entries", "export_option_docs", "option_docs", "tracker_page"]
@@ -228,7 +228,7 @@ def _said(err: Exception, name: str) -> str | None:
 
 
 def _allowed(name: str, annotation, checks) -> str:
-    """What option ``name`` takes: its range (:data:`~ebmtrack.option_checks.RANGES`), else
+    """What option ``name`` takes: its range (:data:`~ebmtrack.lite.option_checks.RANGES`), else
     what its check says for a text no option takes (``checks``: callables given the value, in
     order), else its kind."""
     if name in RANGES:

@@ -9,8 +9,8 @@ import typing
 from dataclasses import MISSING, dataclass, fields
 from typing import ClassVar
 
+from ebmtrack.lite.option_checks import KINDS, check_kind, check_ranges
 from ebmtrack.models.backbones.runtime import check_backbone_runtime
-from ebmtrack.option_checks import KINDS, check_kind, check_ranges
 from ebmtrack.tracking.augment import num_augmented_crops
 from ebmtrack.values import OptionError
 
@@ -75,7 +75,7 @@ def require_device(device: str) -> None:
 
 
 def _kind(annotation) -> type | None:
-    """The kind (:data:`~ebmtrack.option_checks.KINDS`) a field's annotation asks for; None for
+    """The kind (:data:`~ebmtrack.lite.option_checks.KINDS`) a field's annotation asks for; None for
     the others (left to the dataclass's own checks)."""
     if annotation in KINDS:
         return annotation
@@ -86,7 +86,7 @@ def check_values(params) -> None:
     """Raise :class:`~ebmtrack.values.OptionError` for the first field of a parameter dataclass
     whose value is not of its annotated kind (a number, an integer, true or false, text, a
     list), then for the first outside its range: the one check of both runtimes
-    (:mod:`ebmtrack.option_checks`)."""
+    (:mod:`ebmtrack.lite.option_checks`)."""
     hints = typing.get_type_hints(type(params))
     values = {field.name: getattr(params, field.name) for field in fields(params)}
     for name, value in values.items():

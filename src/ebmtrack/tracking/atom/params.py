@@ -177,7 +177,7 @@ class AtomParams(SearchRegionParams):
 
     def _check_climb(self) -> None:
         """``box_climb`` is known, and the EBM climb's own fields keep their defaults unless it
-        climbs (their ranges: :mod:`ebmtrack.option_checks`)."""
+        climbs (their ranges: :mod:`ebmtrack.lite.option_checks`)."""
         if self.box_climb not in BOX_CLIMBS:
             raise OptionError(
                 f"box_climb must be one of {', '.join(BOX_CLIMBS)}, got {self.box_climb!r}",

@@ -16,9 +16,29 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ebmtrack.values import OptionError
+__all__ = [
+    "KINDS",
+    "RANGES",
+    "OptionError",
+    "Range",
+    "check_kind",
+    "check_range",
+    "check_ranges",
+    "kind_of",
+]
 
-__all__ = ["KINDS", "RANGES", "Range", "check_kind", "check_range", "check_ranges", "kind_of"]
+
+class OptionError(ValueError):
+    """A bad value (or name) of an option: the message, and the options it concerns, so that a
+    command can name the flag each came from (the first one it knows).
+
+    >>> raise OptionError("search_size must be a multiple of 16, got 100", "search_size")
+    """
+
+    def __init__(self, message: str, *options: str) -> None:
+        super().__init__(message)
+        self.options: tuple[str, ...] = options
+
 
 KINDS: dict[type, str] = {
     bool: "true or false",
@@ -47,7 +67,7 @@ def _fits(value, kind: type) -> bool:
 
 
 def check_kind(name: str, value, kind: type | None) -> None:
-    """Raise :class:`~ebmtrack.values.OptionError` (``KEY must be a number, got 'abc'``) where
+    """Raise :class:`OptionError` (``KEY must be a number, got 'abc'``) where
     ``value`` is not of ``kind`` (one of :data:`KINDS`; None: any)."""
     if kind in KINDS and not _fits(value, kind):
         raise OptionError(f"{name} must be {KINDS[kind]}, got {value!r}", name)
@@ -174,7 +194,7 @@ RANGES: dict[str, Range] = {
 
 
 def check_range(name: str, value) -> None:
-    """Raise :class:`~ebmtrack.values.OptionError` (``KEY must be RANGE, got VALUE``) where
+    """Raise :class:`OptionError` (``KEY must be RANGE, got VALUE``) where
     option ``name`` has a range (:data:`RANGES`) and ``value`` is outside it; None passes (the
     options that may be None mean "unset" by it)."""
     allowed = RANGES.get(name)
