@@ -18,6 +18,7 @@ from ebmtrack.cli.main import (
 )
 from ebmtrack.cli.options import OPTION_HELP, parse_option
 from ebmtrack.cli.paths import check_not_an_input, check_output_folder, sequence_folder
+from ebmtrack.cli.ray_option import add_ray_argument, ray_target
 from ebmtrack.cli.tracker_options import (
     add_peer_models_argument,
     add_runtime_argument,
@@ -85,9 +86,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--workers",
         type=non_negative_int,
-        default=1,
         help="worker processes (default 1), one thread each (--threads); 0 = run in this process",
     )
+    add_ray_argument(parser, "the (tracker, run, sequence) jobs")
     add_threads_argument(parser, default=None, default_text="1")
     add_device_argument(parser, default=None, default_text="cpu; for atom and dimp-nce+")
     parser.add_argument("--sequences", type=_names, help="only these comma-separated sequences")
@@ -264,7 +265,9 @@ def _command_line(args: argparse.Namespace) -> str:
     words += ["--out", str(args.out)]
     if args.runs is not None and args.runs != 1:
         words += ["--runs", str(args.runs)]
-    if not args.report_only:
+    if args.ray is not None:
+        words += ["--ray"] + ([args.ray] if args.ray else [])
+    elif not args.report_only:
         words += ["--workers", str(args.workers)]
     if args.threads is not None:
         words += ["--threads", str(args.threads)]
@@ -342,6 +345,10 @@ def run(args: argparse.Namespace) -> int:
     from ebmtrack.evaluation.workers import log_skipped
 
     labels = _labels(args.trackers)
+    ray = ray_target(args)
+    if args.report_only and ray:
+        raise CLIError("--report-only tracks nothing: drop --ray")
+    args.workers = 1 if args.workers is None else args.workers
     if not (labels or args.imports or args.report_only):
         raise CLIError("--trackers needs at least one tracker name (or --import NAME=DIR)")
     if args.report_only and (args.shard or args.imports):
@@ -392,6 +399,7 @@ def run(args: argparse.Namespace) -> int:
             shard=args.shard,
             experiment=args.experiment,
             provenance=built,
+            ray=ray,
         )
     done = (
         f"{len(summary.done)} sequence runs done, {len(summary.skipped)} found from before, "

@@ -26,7 +26,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 # Module names under ebmtrack.cli, in the order --help lists them.
-SUBCOMMANDS: tuple[str, ...] = ("demo", "eval", "export", "regress1d", "train", "track", "trackers")
+SUBCOMMANDS: tuple[str, ...] = (
+    "demo", "eval", "export", "regress1d", "train", "track", "track-many", "trackers",
+)  # fmt: skip
 
 EXIT_ERROR, EXIT_BROKEN_PIPE, EXIT_SIGINT, EXIT_SIGTERM = 2, 141, 130, 143
 
@@ -299,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ebmtrack {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        importlib.import_module(f"ebmtrack.cli.{name}").add_parser(subparsers)
+        importlib.import_module(f"ebmtrack.cli.{name.replace('-', '_')}").add_parser(subparsers)
     return parser
 
 

@@ -120,6 +120,7 @@ def run_evaluation(
     shard: tuple[int, int] | None = None,
     experiment: str = "ope",
     provenance: dict[str, dict] | None = None,
+    ray: bool | str = False,
 ) -> RunSummary:
     """Run every tracker ``runs`` times on every sequence; skip what ``out_dir`` already has.
 
@@ -138,6 +139,9 @@ def run_evaluation(
         provenance: what each tracker is, by name (:func:`~ebmtrack.evaluation.provenance.
             tracker_provenance`): recorded beside its results (``provenance.json``) once its
             options are accepted, before any job runs, so that an interrupted run has it.
+        ray: run every job as a Ray task (:mod:`ebmtrack.evaluation.distributed`) instead of
+            in ``workers``: True on the cluster this process joined (or a local Ray), a string
+            on the cluster at that address. The same result files.
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
@@ -179,7 +183,12 @@ def run_evaluation(
             bar.set_postfix_str(f"{jobs_done}/{jobs_total} sequence runs", refresh=False)
             bar.update(len(job.sequence) - reported)
 
-        if workers == 0:
+        if ray is not False:
+            from ebmtrack.evaluation.distributed import connect_ray, run_on_ray
+
+            connect_ray(ray if isinstance(ray, str) else None)
+            run_on_ray(pending, out_dir, 1 if threads is None else threads, finish)
+        elif workers == 0:
             configure_threads(thread_budget(1) if threads is None else threads)
             for job in pending:
                 reported = 0
