@@ -13,6 +13,7 @@ the same jobs, the same result files.
 
 from __future__ import annotations
 
+import logging
 import os
 import traceback
 from collections.abc import Callable, Iterable
@@ -53,6 +54,7 @@ def connect_ray(address: str | None) -> None:
         address=address or None,
         include_dashboard=False if address is None else None,
         log_to_driver=False,
+        logging_level=logging.ERROR,  # its start-up lines; the command says what matters
         runtime_env={"env_vars": env},
     )
 
