@@ -58,7 +58,8 @@ def test_shared_options_mean_the_same_everywhere():
                 seen[name].append(command)
     assert seen["threads"] == ["demo", "eval", "regress1d", "train", "track"]
     assert seen["device"] == ["demo", "eval", "train", "track"]
-    assert seen["workers"] == ["eval", "regress1d"]  # train's loader processes: --data-workers
+    # train's loader processes: --data-workers
+    assert seen["workers"] == ["eval", "regress1d", "track-many"]
     assert seen["peer_models"] == ["demo", "eval", "export", "track"]
 
 

@@ -53,7 +53,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--workers",
         type=positive_int,
-        help="local worker processes (default 1), one thread each",
+        help="worker processes (default 1), one thread each; not with --ray",
     )
     add_ray_argument(parser, "the videos")
     add_progress_argument(parser)
@@ -71,10 +71,11 @@ class Row:
     box: tuple[float, float, float, float]
     tracker: str
     out: Path
+    named: str  # the source as the manifest writes it
 
     @property
     def label(self) -> str:
-        return f"line {self.line} ({self.source.name})"
+        return f"line {self.line} ({self.named})"
 
 
 def default_output(source: Path) -> str:
@@ -143,7 +144,7 @@ def read_manifest(path: Path, out_dir: Path) -> Iterator[Row]:
                 raise CLIError(f"{where}, column tracker: {err}") from None
             source = path.parent / values["source"]
             out = out_dir / (values.get("out") or default_output(source))
-            yield Row(line, source, box, tracker, out)
+            yield Row(line, source, box, tracker, out, values["source"])
 
 
 def _track_parser() -> argparse.ArgumentParser:
