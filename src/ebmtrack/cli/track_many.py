@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import glob
 import io
 import logging
 import math
@@ -177,6 +178,16 @@ def track_one(source: str, box: str, tracker: str, out: str) -> tuple[str, str]:
     return "done", said.getvalue().strip().splitlines()[-1]
 
 
+def _remove_stale(out: Path) -> None:
+    """Remove the temporary files of ``out`` that a worker killed mid-video left (its retry
+    wrote ``out``, after them)."""
+    finished = out.stat().st_mtime
+    for temp in out.parent.glob(f".{glob.escape(out.name)}.*"):
+        with contextlib.suppress(OSError):
+            if temp.stat().st_mtime < finished:
+                temp.unlink()
+
+
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -210,12 +221,14 @@ def run(args: argparse.Namespace) -> int:
                     bar.update()
                     continue
                 box = ",".join(f"{v:g}" for v in row.box)
-                yield row.label, (str(row.source), box, row.tracker, str(row.out))
+                yield (row.label, row.out), (str(row.source), box, row.tracker, str(row.out))
 
-        def on_done(label: str, value, error: str | None) -> None:
+        def on_done(key: tuple[str, Path], value, error: str | None) -> None:
             nonlocal done
+            label, out = key
             if error is None and value[0] == "done":
                 done += 1
+                _remove_stale(out)
             else:
                 failed.append(f"{label}: {error or value[1]}")
                 logger.warning("%s failed: %s", label, error or value[1])
