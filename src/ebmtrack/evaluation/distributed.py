@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 import traceback
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -50,6 +52,7 @@ def connect_ray(address: str | None) -> None:
     env = {"OMP_NUM_THREADS": "1"}
     if "PYTHONPATH" in os.environ:
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    previous = signal.getsignal(signal.SIGTERM)
     ray.init(
         address=address or None,
         include_dashboard=False if address is None else None,
@@ -57,6 +60,19 @@ def connect_ray(address: str | None) -> None:
         logging_level=logging.ERROR,  # its start-up lines; the command says what matters
         runtime_env={"env_vars": env},
     )
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous)  # the caller's (Ray's logs and exits at once)
+
+
+def _local_worker() -> None:
+    """A local worker process: Ctrl-C is the driver's to handle; SIGTERM unwinds (an output
+    being written is kept as ``PATH.partial``, never taken for a finished one)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _call(fn: Callable, args: tuple, threads: int):
@@ -121,7 +137,7 @@ def stream_local(
 
     ctx = mp.get_context("spawn")  # fork is unsafe with threaded libraries
     tasks = iter(tasks)
-    pool = ProcessPoolExecutor(workers, mp_context=ctx)
+    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_local_worker)
     running: dict = {}
     try:
         while True:
@@ -149,12 +165,13 @@ def stream_local(
                     on_done(key, None, "worker process died")
                 running.clear()
                 pool.shutdown(wait=False, cancel_futures=True)
-                pool = ProcessPoolExecutor(workers, mp_context=ctx)
+                pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_local_worker)
     finally:
-        pool.shutdown(wait=not running, cancel_futures=True)
+        processes = list((getattr(pool, "_processes", None) or {}).values())
         if running:  # interrupted: the workers stop now
-            for process in list(getattr(pool, "_processes", {}).values()):
+            for process in processes:
                 process.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _last_line(text: str) -> str:
