@@ -60,7 +60,7 @@ def test_bad_manifest_is_one_line(tmp_path, capsys, text, says):
     assert not (tmp_path / "o").exists()
 
 
-def test_ray_and_workers_refused(tmp_path, capsys, monkeypatch):
+def test_ray_refused_without_ray_or_with_workers(tmp_path, capsys, monkeypatch):
     manifest = tmp_path / "m.csv"
     manifest.write_text(HEADER + "a.mp4,1,2,3,4,kcf\n")
     argv = ["track-many", str(manifest), "--out", str(tmp_path / "o"), "--ray"]
@@ -71,6 +71,15 @@ def test_ray_and_workers_refused(tmp_path, capsys, monkeypatch):
     )
     line = one_error_line(capsys, argv)
     assert line.endswith("--ray needs Ray: pip install 'ebmtrack[ray]'")
+    evaluate = ["eval", str(tmp_path), "--trackers", "kcf", "--out", str(tmp_path / "e"), "--ray"]
+    assert main([*evaluate, "--workers", "0"]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("--workers: not used with --ray (Ray runs a task per CPU of the cluster)")
+    )
+    assert main(evaluate) == 2
+    assert capsys.readouterr().err.strip().endswith("--ray needs Ray: pip install 'ebmtrack[ray]'")
 
 
 def test_local_workers_write_what_track_writes_and_resume(tmp_path, capsys):
