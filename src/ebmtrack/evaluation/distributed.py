@@ -28,14 +28,12 @@ from ebmtrack.process import configure_threads
 
 __all__ = [
     "MAX_RETRIES",
-    "RAY_MISSING",
     "connect_ray",
     "run_on_ray",
     "stream_local",
     "stream_ray",
 ]
 
-RAY_MISSING = "--ray needs Ray: pip install 'ebmtrack[ray]'"
 MAX_RETRIES = 3  # a task whose worker dies is run again, up to this many times
 
 
