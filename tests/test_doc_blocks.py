@@ -71,6 +71,7 @@ NOT_RUN: dict[str, str] = {
     "torchrun": "needs GPUs",
     "ray start": "starts a Ray cluster",
     "--ray auto": "needs the Ray cluster `ray start` began (tests/evaluation/test_ray.py: --ray)",
+    "--ray 127.0.0.1": "needs the two-node cluster the `ray start` lines before it begin",
     "videos.csv": "a manifest of the reader's own videos",
     "seq 1 4 | xargs": "four shards of a benchmark data set not in ../shared",
     "resnet18.pth": "ImageNet ResNet-18 weights ship with torchvision's download only",

@@ -111,3 +111,23 @@ def test_local_workers_write_what_track_writes_and_resume(tmp_path, capsys):
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert "0 done, 3 skipped (done before), 1 failed: line 4 (missing.mp4): " in err
+
+
+def test_workers_get_absolute_paths_from_a_relative_manifest_and_out(tmp_path, monkeypatch):
+    """A worker runs in a folder of its own (a Ray node's is its session's): the sources and
+    outputs it is given do not depend on the driver's working folder."""
+    from ebmtrack.evaluation import distributed
+
+    generated_sequences(tmp_path, count=1, frames=3)
+    (tmp_path / "m.csv").write_text(HEADER + "Square0/img,22,20,20,20,kcf\n")
+    given = []
+    monkeypatch.setattr(
+        distributed, "stream_local", lambda call, tasks, on_done, workers: given.extend(tasks)
+    )
+    monkeypatch.chdir(tmp_path)
+    main(["track-many", "m.csv", "--out", "out", "--no-progress"])
+    ((_, (source, _, _, out)),) = given
+    assert (
+        Path(source) == tmp_path / "Square0" / "img"
+        and Path(out) == tmp_path / "out" / "Square0.txt"
+    )

@@ -221,7 +221,9 @@ def run(args: argparse.Namespace) -> int:
                     bar.update()
                     continue
                 box = ",".join(f"{v:g}" for v in row.box)
-                yield (row.label, row.out), (str(row.source), box, row.tracker, str(row.out))
+                # Absolute: a worker (a Ray node's above all) runs in a folder of its own.
+                source, out = str(row.source.absolute()), str(row.out.absolute())
+                yield (row.label, row.out), (source, box, row.tracker, out)
 
         def on_done(key: tuple[str, Path], value, error: str | None) -> None:
             nonlocal done
