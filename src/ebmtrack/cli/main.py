@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ebmtrack.lite.option_checks import TRAIN_EXTRA
+
 # Module names under ebmtrack.cli, in the order --help lists them.
 SUBCOMMANDS: tuple[str, ...] = (
     "demo", "eval", "export", "regress1d", "train", "track", "track-many", "trackers",
@@ -32,7 +34,6 @@ SUBCOMMANDS: tuple[str, ...] = (
 
 EXIT_ERROR, EXIT_BROKEN_PIPE, EXIT_SIGINT, EXIT_SIGTERM = 2, 141, 130, 143
 
-TRAIN_EXTRA = "pip install 'ebmtrack[train]'"
 # What installs each module a command may find missing, and what it is: those ebmtrack[train]
 # adds to the default install (pyproject.toml), and the default install's own. A command that
 # misses one says so in one line; a module not named here is a fault of ours (a traceback).

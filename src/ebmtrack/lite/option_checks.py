@@ -19,6 +19,7 @@ from dataclasses import dataclass
 __all__ = [
     "KINDS",
     "RANGES",
+    "TRAIN_EXTRA",
     "OptionError",
     "Range",
     "check_kind",
@@ -26,6 +27,10 @@ __all__ = [
     "check_ranges",
     "kind_of",
 ]
+
+TRAIN_EXTRA = "pip install 'ebmtrack[train]'"
+"""The install of what the torch side needs (PyTorch and the rest of ``ebmtrack[train]``), as
+every refusal of a torch-only option, tracker or command names it."""
 
 
 class OptionError(ValueError):

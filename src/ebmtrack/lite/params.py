@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ebmtrack.lite.augment import num_augmented_crops
 from ebmtrack.lite.files import Export
-from ebmtrack.lite.option_checks import check_kind, check_ranges, kind_of
+from ebmtrack.lite.option_checks import TRAIN_EXTRA, check_kind, check_ranges, kind_of
 from ebmtrack.lite.siamese import SIAMESE_MODELS
 
 __all__ = [
@@ -143,8 +143,7 @@ def merge_options(export: Export, options: dict) -> dict:
         if name in FIXED:
             raise ValueError(
                 f"{name} is fixed by the exported graphs ({params.get(name)!r}): export again "
-                f"with --option {name}=... (ebmtrack export, which needs PyTorch: "
-                "pip install 'ebmtrack[train]')"
+                f"with --option {name}=... (ebmtrack export, which needs PyTorch: {TRAIN_EXTRA})"
             )
         if name not in params:
             valid = ", ".join(sorted(set(params) - set(FIXED)))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from functools import cache
 
+from ebmtrack.lite.option_checks import TRAIN_EXTRA
 from ebmtrack.values import OptionError
 
 __all__ = [
@@ -30,7 +31,6 @@ __all__ = [
 ]
 
 RUNTIMES = ("lite", "torch")
-TRAIN_EXTRA = "pip install 'ebmtrack[train]'"
 
 # Options of the runtime's own besides the export's parameters (ebmtrack.lite.load's).
 _LITE_ARGUMENTS = ("backbone_runtime", "training_dtype")
