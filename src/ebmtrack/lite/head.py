@@ -49,6 +49,7 @@ __all__ = [
     "hat_cdf",
     "jitter_proposals",
     "load_head",
+    "refine_box",
     "prroi_pool",
     "select_box",
 ]
@@ -390,3 +391,38 @@ def load_head(export: Export, threads: int) -> BoxHead:
         head["strides"],
         head["pools"],
     )
+
+
+def refine_box(
+    head: BoxHead,
+    modulation: list[np.ndarray],
+    feats: dict[str, np.ndarray],
+    center: np.ndarray,
+    size: np.ndarray,
+    params: dict,
+    generator,
+) -> tuple[np.ndarray, float] | None:
+    """The box head's ascent from the box at ``center``, ``size`` (crop px) of one region's
+    features ``feats``, proposals jittered by ``generator`` (a :class:`~ebmtrack.lite.
+    torch_random.TorchGenerator`): the refined box (xywh crop px) and the predicted gain of its
+    best boxes over the start box; None where no box keeps an allowed aspect ratio."""
+    box = np.array([*(center - size / 2), *size], dtype=np.float32)
+    proposals = jitter_proposals(
+        box,
+        params["num_random_proposals"],
+        params["proposal_center_jitter"],
+        params["proposal_size_jitter"],
+        generator,
+    )
+    test_features, offset = head.window(feats, proposals, 0.25 * float(size.max()))
+    boxes, ious, start = ascend_iou(
+        head.ascent(modulation, test_features),
+        proposals - offset,
+        params["box_steps"],
+        params["box_step_length"],
+    )
+    best = select_box(boxes + offset, ious, params["box_top_k"], params["max_aspect_ratio"])
+    if best is None:
+        return None
+    top = np.sort(ious)[::-1][: min(params["box_top_k"], len(ious))].mean(dtype=np.float32)
+    return best.astype(np.float64), float(top) - float(start[0])

@@ -15,6 +15,7 @@ from ebmtrack.lite.siamese import SIAMESE_MODELS
 
 __all__ = [
     "BOX_MODES",
+    "CLASSIFIER_FEATURES",
     "FIXED",
     "POSITION_RULE",
     "REQUIRED",
@@ -75,6 +76,12 @@ SIAMESE = (
 """The siamese decoding's parameters (:class:`~ebmtrack.lite.siamese.SiameseBoxConfig`), read
 by the siamese modes only; ``siamese_model`` picks the networks among the export's (its
 manifest's ``siamese.models``)."""
+
+CLASSIFIER_FEATURES = ("backbone", "siamese")
+"""Where the classifier's features come from (``classifier_features``): ``backbone``, the
+export's own backbone on ATOM's search region (two backbone passes a frame with the siamese box
+estimator), or ``siamese``, the siamese estimator's backbone on its search crop, one pass
+serving the classifier and the box (box mode ``siamese`` only)."""
 
 POSITION_RULE = ("classifier_weight", "distractor_growth")
 """How the classifier's evidence bounds the siamese box (:class:`~ebmtrack.lite.position.
@@ -184,6 +191,16 @@ def merge_options(export: Export, options: dict) -> dict:
                 f"siamese_model {model!r}: this export holds the networks of "
                 f"{', '.join(siamese['models'])} only: export it again (ebmtrack export)"
             )
+    features = params.get("classifier_features", "backbone")
+    if features not in CLASSIFIER_FEATURES:
+        raise ValueError(
+            f"classifier_features must be one of {', '.join(CLASSIFIER_FEATURES)}, got {features!r}"
+        )
+    if features == "siamese" and params["box_mode"] != "siamese":
+        raise ValueError(
+            "classifier_features 'siamese' (one backbone pass: the classifier on the siamese "
+            f"search crop) needs box_mode 'siamese', got {params['box_mode']!r}"
+        )
     if params.get("box_climb", "iou") != "iou":
         raise ValueError(
             f"box_climb {params['box_climb']!r}: the lite runtime climbs the box head with ATOM's"

@@ -39,10 +39,12 @@ __all__ = [
     "EXEMPLAR_SIZE",
     "INSTANCE_SIZE",
     "SIAMESE_MODELS",
+    "STRIDE",
     "SiameseBoxConfig",
     "SiameseBoxEstimator",
     "SiameseFrame",
     "decode_box",
+    "shifted_window",
 ]
 
 EXEMPLAR_SIZE = 127
@@ -168,12 +170,28 @@ def _grid(cells: int) -> tuple[np.ndarray, np.ndarray]:
     return points, window
 
 
+def shifted_window(cells: int, offset: np.ndarray) -> np.ndarray:
+    """The (cells, cells) Hanning window of :func:`decode_box` centred ``offset`` (x, y) crop px
+    from where it sits by default, zero beyond its support; ``offset`` (0, 0) gives the default
+    window (within float rounding)."""
+    points, _ = _grid(cells)
+    # a cell's place in the window's own units: the default window's centre is cell (G - 1) / 2
+    base = points / STRIDE + cells // 2 - (cells - 1) / 2
+
+    def axis(shift: float) -> np.ndarray:
+        phase = (base - shift / STRIDE) / (cells - 1)
+        return np.where(np.abs(phase) <= 0.5, 0.5 + 0.5 * np.cos(2 * np.pi * phase), 0.0)
+
+    return np.outer(axis(float(offset[1])), axis(float(offset[0])))
+
+
 def decode_box(
     logits: np.ndarray,
     sides: np.ndarray,
     last_size_crop: np.ndarray,
     config: SiameseBoxConfig,
     prior: np.ndarray | None = None,
+    window_offset: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float, float]:
     """The best box of one head output.
 
@@ -186,6 +204,9 @@ def decode_box(
         prior: (G, G) factors > 0 on the cells' target scores, another expert's belief that the
             target is there (:mod:`ebmtrack.lite.position`), the product scaled to the head's
             peak score so that the window weighs as much as without; None: the head alone.
+        window_offset: (2,) where the window is centred, crop px (x, y) from the crop's centre
+            (:func:`shifted_window`): where another expert found the target in this crop; None:
+            the crop's centre.
 
     Returns:
         ``(center offset (2,) from the crop centre, size (2,), rate, score)`` in crop px: the best
@@ -201,6 +222,8 @@ def decode_box(
         product = score * prior
         expert = product * (score.max() / max(float(product.max()), 1e-300))
     points, window = _grid(cells)
+    if window_offset is not None:
+        window = shifted_window(cells, window_offset)
     px, py = points[None, :], points[:, None]
     x1, y1 = px - sides[0], py - sides[1]
     x2, y2 = px + sides[2], py + sides[3]
@@ -304,6 +327,58 @@ class SiameseBoxEstimator:
         patch, _ = crop_square(frame, tuple(center), side, EXEMPLAR_SIZE)
         return self._features(patch)
 
+    def search(
+        self, frame: np.ndarray, center: np.ndarray, size: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, float]:
+        """The search crop of a target last seen at ``center``, ``size`` (frame px) in ``frame``
+        (uint8 RGB): ``(patch, matrix, scale)``, the (255, 255, 3) crop, its frame -> crop map
+        and crop px per frame px (module docstring)."""
+        side = template_side(size, self.config.siamese_context)
+        patch, matrix = crop_square(
+            frame, tuple(center), side * INSTANCE_SIZE / EXEMPLAR_SIZE, INSTANCE_SIZE
+        )
+        return patch, matrix, EXEMPLAR_SIZE / side
+
+    def features(self, images: np.ndarray) -> np.ndarray:
+        """The backbone's features (N, C, 16, 16) of search crops ``images`` (N, 3, 255, 255)
+        float32 (raw 0-255 RGB), one call."""
+        return self.backbone({self.backbone.inputs[0]: images})[self.backbone.outputs[0]]
+
+    def decode(
+        self,
+        search: np.ndarray,
+        template: np.ndarray,
+        center: np.ndarray,
+        size: np.ndarray,
+        scale: float,
+        prior: Callable[[np.ndarray], np.ndarray] | None = None,
+        window_center: np.ndarray | None = None,
+    ) -> SiameseFrame:
+        """The target's box from the (1, C, 16, 16) ``search`` features of the crop centred on
+        ``center`` (frame px) at ``scale`` crop px per frame px (:meth:`search`), the last
+        ``size`` (frame px) and the ``template`` (:meth:`template`). ``prior``: another
+        expert's factor (> 0) on the target score at frame points (N, 2) -> (N,)
+        (:func:`decode_box`), None: the head alone; ``window_center``: the frame point the
+        window is centred on (:func:`decode_box`'s ``window_offset``), None: the crop's
+        centre."""
+        out = self.head({"input1": template, "input2": search})
+        logits, sides = out["output1"][0], out["output2"][0]
+        factors = None
+        if prior is not None:
+            points, _ = _grid(logits.shape[-1])
+            xs, ys = np.meshgrid(points, points)
+            cells = np.stack([xs.ravel(), ys.ravel()], axis=1) / scale + center
+            factors = np.asarray(prior(cells), dtype=np.float64).reshape(xs.shape)
+        offset_window = None
+        if window_center is not None:
+            offset_window = (np.asarray(window_center, dtype=np.float64) - center) * scale
+        offset, raw, rate, score = decode_box(
+            logits, sides, size * scale, self.config, factors, offset_window
+        )
+        raw_size = raw / scale
+        new_size = raw_size * rate + np.asarray(size, dtype=np.float64) * (1.0 - rate)
+        return SiameseFrame(center + offset / scale, new_size, raw_size, score)
+
     def locate(
         self,
         frame: np.ndarray,
@@ -314,24 +389,6 @@ class SiameseBoxEstimator:
     ) -> SiameseFrame:
         """The target's box in ``frame`` (uint8 RGB), searched in a crop centred on ``center``
         (frame px) and scaled from the last ``size`` (frame px), the target's ``template``
-        features (:meth:`template`). ``prior``: another expert's factor (> 0) on the target
-        score at frame points (N, 2) -> (N,) (:func:`decode_box`), None: the head alone."""
-        config = self.config
-        side = template_side(size, config.siamese_context)
-        crop_scale = EXEMPLAR_SIZE / side  # crop px per frame px
-        patch, _ = crop_square(
-            frame, tuple(center), side * INSTANCE_SIZE / EXEMPLAR_SIZE, INSTANCE_SIZE
-        )
-        search = self._features(patch)
-        out = self.head({"input1": template, "input2": search})
-        logits, sides = out["output1"][0], out["output2"][0]
-        factors = None
-        if prior is not None:
-            points, _ = _grid(logits.shape[-1])
-            xs, ys = np.meshgrid(points, points)
-            cells = np.stack([xs.ravel(), ys.ravel()], axis=1) / crop_scale + center
-            factors = np.asarray(prior(cells), dtype=np.float64).reshape(xs.shape)
-        offset, raw, rate, score = decode_box(logits, sides, size * crop_scale, config, factors)
-        raw_size = raw / crop_scale
-        new_size = raw_size * rate + np.asarray(size, dtype=np.float64) * (1.0 - rate)
-        return SiameseFrame(center + offset / crop_scale, new_size, raw_size, score)
+        features (:meth:`template`): :meth:`search`, the backbone, :meth:`decode`."""
+        patch, _, scale = self.search(frame, center, size)
+        return self.decode(self._features(patch), template, center, size, scale, prior)

@@ -28,13 +28,7 @@ from ebmtrack.lite.crop import (
 )
 from ebmtrack.lite.files import Export, read_export
 from ebmtrack.lite.frames import as_rgb, clamp_target, clip_init_box
-from ebmtrack.lite.head import (
-    ascend_iou,
-    blend_size,
-    jitter_proposals,
-    load_head,
-    select_box,
-)
+from ebmtrack.lite.head import blend_size, load_head, refine_box
 from ebmtrack.lite.localize import Localization, best_scale, localize, upsample_scores
 from ebmtrack.lite.memory import SampleMemory
 from ebmtrack.lite.onnx_session import Session
@@ -46,7 +40,14 @@ from ebmtrack.lite.position import (
     classifier_prior,
 )
 from ebmtrack.lite.result import TrackResult, TrackStatus, check_frame_size
-from ebmtrack.lite.siamese import SiameseBoxConfig, SiameseBoxEstimator
+from ebmtrack.lite.siamese import (
+    EXEMPLAR_SIZE,
+    INSTANCE_SIZE,
+    STRIDE,
+    SiameseBoxConfig,
+    SiameseBoxEstimator,
+    template_side,
+)
 from ebmtrack.lite.torch_random import TorchGenerator
 
 __all__ = ["BOX_MODES", "BoxMode", "LiteTracker", "load"]
@@ -134,16 +135,7 @@ class LiteTracker:
                 f"{', '.join(sorted(backbone['files']))} only"
             )
         self.backbone_runtime = runtime
-        self.layers = tuple(backbone["layers"])
-        self._backbone = Session(export.source(backbone["files"][runtime]), threads)
-        self.threads = self._backbone.threads
-        classifier = manifest["classifier"]
-        self.layer, self.stride = classifier["layer"], int(classifier["stride"])
-        self.channels = int(classifier["channels"])
-        self.map_size = math.ceil(params["search_size"] / self.stride)
-        self.settings = cls.ClassifierSettings(
-            params["pelu_alpha"], params["filter_reg"], params["projection_reg"]
-        )
+        self.one_pass = params.get("classifier_features", "backbone") == "siamese"
         self.head = load_head(export, threads) if self.mode.head else None
         self.siamese = None
         if self.mode.siamese:
@@ -154,6 +146,24 @@ class LiteTracker:
                 SiameseBoxConfig(**{name: params[name] for name in SIAMESE}),
                 threads,
             )
+        if self.one_pass:  # the classifier on the siamese backbone's search features
+            self._backbone = None
+            self.layer = "search"
+            self.layers = (self.layer,)
+            self.stride, self.channels = STRIDE, self.siamese.channels
+            self.search_size, self.threads = INSTANCE_SIZE, self.siamese.backbone.threads
+        else:
+            self.layers = tuple(backbone["layers"])
+            self._backbone = Session(export.source(backbone["files"][runtime]), threads)
+            self.threads = self._backbone.threads
+            classifier = manifest["classifier"]
+            self.layer, self.stride = classifier["layer"], int(classifier["stride"])
+            self.channels = int(classifier["channels"])
+            self.search_size = params["search_size"]
+        self.map_size = math.ceil(self.search_size / self.stride)
+        self.settings = cls.ClassifierSettings(
+            params["pelu_alpha"], params["filter_reg"], params["projection_reg"]
+        )
         self.position_rule = PositionRuleConfig(
             **{name: params[name] for name in POSITION_RULE if name in params}
         )
@@ -162,13 +172,14 @@ class LiteTracker:
             Calibrator(_calibrator_entry(export, calibrator)) if calibrator else None
         )
         self.factors = (1.0, *params["scale_factors"]) if self.mode.scale_search else (1.0,)
-        size = params["search_size"]
+        size = self.search_size
         self._images = np.empty((len(self.factors), 3, size, size), dtype=np.float32)
         # Images per backbone call: the first frame's crops go in batches of this many, so that
         # ONNX Runtime's buffers stay those of a frame's search regions (a batch of 23 crops
         # held about 400 MiB more at 288 px).
         self.batch = max(len(self.factors), 3)
         self.last_timings: dict[str, float] = {}
+        self._sigma = params["sigma_factor"] * size / params["search_area_scale"]
         self._state: State | None = None
 
     # ------------------------------------------------------------------ interface
@@ -180,8 +191,14 @@ class LiteTracker:
         rng = np.random.default_rng(params["seed"])
         generator = TorchGenerator(params["seed"])
         center, size = box[:2] + box[2:] / 2, box[2:].copy()
-        side = search_region_side(size, params["search_area_scale"])
-        crops, centers = augmented_crops(frame, tuple(center), side, params, rng)
+        side = self._side(size)
+        if self.one_pass:  # the label's width: ATOM's, sigma_factor x the target's side
+            self._sigma = (
+                params["sigma_factor"] * math.sqrt(size[0] * size[1]) * (self.search_size / side)
+            )
+        crops, centers = augmented_crops(
+            frame, tuple(center), side, params | {"search_size": self.search_size}, rng
+        )
         feats = self._features(np.ascontiguousarray(crops.transpose(0, 3, 1, 2), np.float32))
         samples = cls.normalize_features(feats[self.layer])
         copies, probability = params["aug_dropout"]
@@ -191,7 +208,7 @@ class LiteTracker:
             centers = np.concatenate([centers, np.repeat(centers[:1], copies, axis=0)])
         modulation = None
         if self.head is not None:
-            crop_size = size * params["search_size"] / side
+            crop_size = size * self.search_size / side
             ref_box = np.concatenate([centers[0] - crop_size / 2, crop_size])
             modulation = self.head.modulation({k: v[:1] for k, v in feats.items()}, ref_box)
         labels = self._labels(centers)
@@ -299,7 +316,7 @@ class LiteTracker:
             state.filter = filt.astype(np.float32)
         tic = self._lap(timings, "update", tic)
         confidence = self.confidence(
-            scores[best], found, params["search_size"], target_crop, peaks, math.nan
+            scores[best], found, self.search_size, target_crop, peaks, math.nan
         )
         self._lap(timings, "confidence", tic)
         self.last_timings = timings
@@ -314,7 +331,11 @@ class LiteTracker:
         return toc
 
     def _features(self, images: np.ndarray) -> dict[str, np.ndarray]:
-        """The backbone's layers of ``images`` (N, 3, S, S), in calls of at most ``batch``."""
+        """The backbone's layers of ``images`` (N, 3, S, S), in calls of at most ``batch`` (the
+        siamese backbone's: one image a call)."""
+        if self.one_pass:
+            parts = [self.siamese.features(image[None]) for image in images]
+            return {self.layer: parts[0] if len(parts) == 1 else np.concatenate(parts)}
         name, outputs = self._backbone.inputs[0], self._backbone.outputs
         parts = [
             self._backbone({name: images[start : start + self.batch]})
@@ -328,14 +349,23 @@ class LiteTracker:
         }
 
     def _labels(self, centers_px: np.ndarray) -> np.ndarray:
-        params = self.params
-        sigma = params["sigma_factor"] * params["search_size"] / params["search_area_scale"]
         centers = np.asarray(centers_px / self.stride, dtype=np.float32)
-        return cls.gaussian_labels(centers, sigma / self.stride, (self.map_size, self.map_size))
+        return cls.gaussian_labels(
+            centers, self._sigma / self.stride, (self.map_size, self.map_size)
+        )
+
+    def _side(self, size: np.ndarray) -> float:
+        """The search region's side (frame px) for a target of ``size``: ATOM's, or with one
+        backbone pass the siamese estimator's search crop (:mod:`ebmtrack.lite.siamese`)."""
+        if self.one_pass:
+            return template_side(size, self.siamese.config.siamese_context) * (
+                INSTANCE_SIZE / EXEMPLAR_SIZE
+            )
+        return search_region_side(size, self.params["search_area_scale"])
 
     def _crop(self, frame, center, size, factors) -> list[Region]:
-        search_size = self.params["search_size"]
-        side = search_region_side(size, self.params["search_area_scale"])
+        search_size = self.search_size
+        side = self._side(size)
         specs = [CropSpec(tuple(center), side * factor) for factor in factors]
         patches, matrices = crop_squares(frame, specs, search_size)
         return [
@@ -348,7 +378,7 @@ class LiteTracker:
         return localize(
             upsample_scores(scores, params["score_upsample"]),
             cell_px=self.stride / params["score_upsample"],
-            crop_size=params["search_size"],
+            crop_size=self.search_size,
             target_size=tuple(target_size),
             not_found_threshold=params["target_not_found_threshold"],
             distractor_threshold=params["distractor_threshold"],
@@ -372,19 +402,35 @@ class LiteTracker:
         inverse = invert_affine(region.matrix)
         if self.siamese is not None and refine:
             rule = self.position_rule
-            found = self.siamese.locate(
-                frame,
-                apply_matrix(inverse, position),
-                state.size,
-                state.template,
-                classifier_prior(evidence, rule.classifier_weight),
-            )
+            prior = classifier_prior(evidence, rule.classifier_weight)
+            if self.one_pass:  # the same crop's features, the window on the classifier's peak
+                found = self.siamese.decode(
+                    feats[self.layer],
+                    state.template,
+                    state.center,
+                    state.size,
+                    scale,
+                    prior,
+                    window_center=apply_matrix(inverse, position),
+                )
+            else:
+                found = self.siamese.locate(
+                    frame, apply_matrix(inverse, position), state.size, state.template, prior
+                )
             state.size = bounded_size(found.size, state.size, evidence, rule)
             center_crop = apply_matrix(region.matrix, found.center)
         elif factor != 1.0 and refine:
             state.size = blend_size(state.size, state.size * factor, params["size_update_rate"])
         if mode.head and refine:
-            refined = self._refine(state, feats, center_crop, state.size * scale)
+            refined = refine_box(
+                self.head,
+                state.modulation,
+                feats,
+                center_crop,
+                state.size * scale,
+                params,
+                TorchGenerator(params["seed"] * 100_003 + state.frame_index),
+            )
             if refined is not None and (not mode.gate or refined[1] >= params["box_accept_margin"]):
                 box_crop = refined[0]
                 box_center = box_crop[:2] + box_crop[2:] / 2
@@ -398,33 +444,6 @@ class LiteTracker:
                     reported = np.concatenate([apply_matrix(inverse, box_center) - size / 2, size])
         state.center = apply_matrix(inverse, center_crop)
         return reported
-
-    def _refine(self, state, feats, center, size) -> tuple[np.ndarray, float] | None:
-        """The box head's ascent from the box at ``center``, ``size`` (crop px): the refined box
-        (xywh crop px) and the predicted gain of its best boxes over the start box; None where
-        no box keeps an allowed aspect ratio."""
-        params, head = self.params, self.head
-        box = np.array([*(center - size / 2), *size], dtype=np.float32)
-        generator = TorchGenerator(params["seed"] * 100_003 + state.frame_index)
-        proposals = jitter_proposals(
-            box,
-            params["num_random_proposals"],
-            params["proposal_center_jitter"],
-            params["proposal_size_jitter"],
-            generator,
-        )
-        test_features, offset = head.window(feats, proposals, 0.25 * float(size.max()))
-        boxes, ious, start = ascend_iou(
-            head.ascent(state.modulation, test_features),
-            proposals - offset,
-            params["box_steps"],
-            params["box_step_length"],
-        )
-        best = select_box(boxes + offset, ious, params["box_top_k"], params["max_aspect_ratio"])
-        if best is None:
-            return None
-        top = np.sort(ious)[::-1][: min(params["box_top_k"], len(ious))].mean(dtype=np.float32)
-        return best.astype(np.float64), float(top) - float(start[0])
 
 
 def _calibrator_entry(export: Export, name: str) -> dict:
