@@ -1,8 +1,9 @@
 """Tracking speed of the default tracker on a quiet and on a busy CPU, in one run.
 
-``--trackers`` (default ``atom``) names the trackers to time, e.g.
-``atom,atom:box_mode=scale;size_update_rate=0.6,nanotrack`` to set the default beside the tracker
-it replaced and OpenCV's NanoTrack in one run; the
+``--trackers`` (default ``atom,nanotrack``: the default beside OpenCV's NanoTrack) names the
+trackers to time, e.g. ``atom,atom:classifier_features=backbone,nanotrack`` to set the default
+beside the two-pass tracker and NanoTrack in one run; every row's ``track()`` FPS is also given
+as a ratio to NanoTrack's from the same run and thread count (one number from one run); the
 configurations below apply to trackers with a backbone of ours, OpenCV's run once per thread
 count (``--peer-models``: their ONNX files). A tracker that ships an export
 (:mod:`ebmtrack.exports`) runs first as a user gets it, in the torch-free runtime (marked
@@ -129,6 +130,12 @@ def speed_goals(rows: list[dict]) -> dict[str, bool]:
         steady, first = lite["quiet"]["track_fps"], lite["quiet"]["init_s"]
         goals[f"runtime: quiet track() {steady:.1f} FPS >= 40"] = steady >= 40
         goals[f"runtime: first box {first:.2f} s after load <= 1"] = first <= 1
+        peer = next(
+            (r for r in rows if r.get("tracker") == "nanotrack" and r.get("threads") == 1), None
+        )
+        if peer is not None:
+            ratio = steady / peer["quiet"]["track_fps"]
+            goals[f"runtime: quiet track() / NanoTrack's (OpenCV) {ratio:.2f} >= 1"] = ratio >= 1
     for precision, runtime in (("auto", "auto"), ("float32", "auto")):
         row = next(
             (
@@ -294,13 +301,15 @@ def main() -> None:
     )
     parser.add_argument(
         "--trackers",
-        default="atom",
+        default="atom,nanotrack",
         help="comma-separated trackers, NAME or NAME:KEY=VALUE;KEY=VALUE (e.g. "
         "'atom:box_mode=scale;size_update_rate=0.6', "
         "nanotrack); OpenCV's trackers run once per thread count, without --configs",
     )
     parser.add_argument(
-        "--peer-models", type=Path, default=REPO.parent / "shared" / "peers",
+        "--peer-models",
+        type=Path,
+        default=REPO.parent / "shared" / "peers",
         help="OpenCV's ONNX files (nanotrack, vit)",
     )
     parser.add_argument("--cli", action="store_true", help="also time `ebmtrack track`")
@@ -355,8 +364,12 @@ def main() -> None:
             configs += [(name, None, threads, {**options}) for threads in threads_list]
         if tracker_kind(name).backbone:  # the torch tracker in each configuration
             configs += [
-                (name, precision, threads, {"runtime": "torch", "backbone_runtime": runtime,
-                                            **options})
+                (
+                    name,
+                    precision,
+                    threads,
+                    {"runtime": "torch", "backbone_runtime": runtime, **options},
+                )
                 for precision, runtime in pairs
                 for threads in threads_list
             ]
@@ -419,6 +432,23 @@ def main() -> None:
                 f"| {busy['load']:.1f} | {busy['fps'] / quiet['fps']:.2f} |",
                 flush=True,
             )
+    peers = {r["threads"]: r for r in rows if r.get("tracker") == "nanotrack"}
+    if peers and len(rows) > len(peers):
+        print("\nquiet track() FPS / OpenCV NanoTrack's, same run and threads:")
+        for row in rows:
+            peer = peers.get(row.get("threads"))
+            if peer is not None and row.get("tracker") not in (None, "nanotrack"):
+                torch_row = row["precision"] is not None
+                label = row["tracker"] + (f" (torch, {row['precision']})" if torch_row else "")
+                extra = ";".join(
+                    f"{k}={v}"
+                    for k, v in options_of({k: row[k] for k in row if k not in ROW_FIELDS}).items()
+                )
+                ratio = row["quiet"]["track_fps"] / peer["quiet"]["track_fps"]
+                print(
+                    f"- {label}{':' + extra if extra else ''}, {row['threads']} thread(s): "
+                    f"{ratio:.2f}"
+                )
     goals = speed_goals(rows)
     for goal, met in goals.items():
         print(f"goal: {goal}: {'met' if met else 'NOT met'}")
