@@ -19,7 +19,7 @@ import math
 import re
 import sys
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -229,7 +229,6 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ebmtrack.api import load_multi_tracker
     from ebmtrack.cli.window import require_gui, select_boxes
     from ebmtrack.data.prefetch import prefetch
     from ebmtrack.data.streams import BadFrame, open_source
@@ -261,8 +260,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = resolve_format(args.format, args.out, len(inits))
     boxes = [clip_init_box(box, first.shape, "--init") for box in inits]
     try:
-        with threads(args.threads):
-            tracker = load_multi_tracker(name, threads=args.threads, **options)
+        with threads(args.threads), _multi_tracker(args, name, options) as tracker:
             done = _track(args, tracker, first, boxes, source, fmt)
     except OSError as err:
         if args.onnx and ".cache" in str(err.filename):
@@ -273,6 +271,17 @@ def run(args: argparse.Namespace) -> int:
         raise
     print(done.summary(args, fmt, len(boxes)), file=sys.stderr)
     return 0
+
+
+def _multi_tracker(args: argparse.Namespace, name: str, options: dict):
+    """The tracker of ``run``: built, or in ``track-many``'s workers (``args.reuse_trackers``)
+    lent by the process's cache (:mod:`ebmtrack.evaluation.tracker_cache`)."""
+    from ebmtrack.api import load_multi_tracker
+    from ebmtrack.evaluation.tracker_cache import lent_multi_tracker
+
+    if getattr(args, "reuse_trackers", False):
+        return lent_multi_tracker(name, threads=args.threads, **options)
+    return nullcontext(load_multi_tracker(name, threads=args.threads, **options))
 
 
 def _first(frames, count: int):

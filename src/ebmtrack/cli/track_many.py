@@ -159,7 +159,9 @@ def _track_parser() -> argparse.ArgumentParser:
 
 def track_one(source: str, box: str, tracker: str, out: str) -> tuple[str, str]:
     """``ebmtrack track SOURCE --init BOX --tracker TRACKER --out OUT`` in this process:
-    ``("done", its summary line)`` or ``("failed", the one line of its error)``."""
+    ``("done", its summary line)`` or ``("failed", the one line of its error)``. The tracker
+    is the one an earlier video of this process left where it is the same
+    (:mod:`ebmtrack.evaluation.tracker_cache`): built once per worker, not once per video."""
     from ebmtrack.cli.main import _one_line
 
     words = ["track", source, "--init", box, "--tracker", tracker, "--out", out]
@@ -168,6 +170,7 @@ def track_one(source: str, box: str, tracker: str, out: str) -> tuple[str, str]:
     try:
         with contextlib.redirect_stderr(said):
             args = _track_parser().parse_args(words)
+            args.reuse_trackers = True  # the worker's tracker serves its next video too
             args.func(args)
     except SystemExit:  # an argument refused: argparse's line
         return "failed", said.getvalue().strip().splitlines()[-1]

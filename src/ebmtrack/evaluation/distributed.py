@@ -181,7 +181,7 @@ def _eval_task(job: Job, out_dir: Path) -> tuple[str, str | None]:
     """One evaluation job in a worker: ``("done", None)``, ``("done", traceback)`` when it
     failed, ``("fatal", message)`` when results cannot be written."""
     try:
-        run_job(job, out_dir)
+        run_job(job, out_dir, reuse=True)  # a Ray worker keeps its tracker for the next
         return "done", None
     except ResultsNotWritten as err:
         return "fatal", str(err)

@@ -11,6 +11,7 @@ import sys
 import time
 import zlib
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from ebmtrack.evaluation.results import (
     write_result,
     write_trajectory_result,
 )
+from ebmtrack.evaluation.tracker_cache import lend
 from ebmtrack.evaluation.vot import track_supervised, trajectory_lines
 from ebmtrack.tracking.base import Tracker, TrackResult
 from ebmtrack.tracking.init_box import clip_init_box
@@ -149,21 +151,31 @@ def _seed_generators(seed: int) -> None:
         sys.modules["torch"].manual_seed(seed)
 
 
-def run_job(job: Job, out_dir: Path, on_frame: Callable[[int], None] | None = None) -> None:
+def run_job(
+    job: Job,
+    out_dir: Path,
+    on_frame: Callable[[int], None] | None = None,
+    reuse: bool = False,
+) -> None:
     """Track one sequence, with the generators seeded by :func:`job_seed`, and write its results
-    (with each frame's score and confidence)."""
-    tracker = job.tracker.create()
-    _seed_generators(job_seed(job.run, job.sequence.name))
-    name, run, sequence = job.tracker.name, job.run, job.sequence.name
+    (with each frame's score and confidence). ``reuse``: take the tracker an earlier job of this
+    process left where it is the same, and leave this one for the next
+    (:mod:`ebmtrack.evaluation.tracker_cache`; the workers' route)."""
+    spec = job.tracker
+    lent = lend(spec.factory, spec.options) if reuse else nullcontext(spec.create)
+    name, run, sequence = spec.name, job.run, job.sequence.name
     scores = np.full((len(job.sequence), 2), np.nan)
 
     def on_result(index: int, result: TrackResult) -> None:
         scores[index] = (result.score, getattr(result, "confidence", np.nan))
 
-    if job.experiment == "supervised":
-        boxes, codes, times = track_supervised(tracker, job.sequence, on_frame=on_frame)
-    else:
-        boxes, times = track_sequence(tracker, job.sequence, on_frame, on_result)
+    with lent as make:
+        tracker = make()
+        _seed_generators(job_seed(job.run, job.sequence.name))
+        if job.experiment == "supervised":
+            boxes, codes, times = track_supervised(tracker, job.sequence, on_frame=on_frame)
+        else:
+            boxes, times = track_sequence(tracker, job.sequence, on_frame, on_result)
     try:
         if job.experiment == "supervised":
             lines = trajectory_lines(boxes, codes)

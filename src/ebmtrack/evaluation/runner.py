@@ -39,6 +39,7 @@ from ebmtrack.evaluation.results import (
     record_options,
     recorded_value,
 )
+from ebmtrack.evaluation.tracker_cache import clear as clear_trackers
 from ebmtrack.evaluation.workers import log_failure, run_in_workers, thread_budget
 from ebmtrack.process import configure_threads
 
@@ -190,21 +191,24 @@ def run_evaluation(
             run_on_ray(pending, out_dir, 1 if threads is None else threads, finish)
         elif workers == 0:
             configure_threads(thread_budget(1) if threads is None else threads)
-            for job in pending:
-                reported = 0
+            try:
+                for job in pending:
+                    reported = 0
 
-                def on_frame(index: int) -> None:
-                    nonlocal reported
-                    reported = index + 1
-                    bar.update()
+                    def on_frame(index: int) -> None:
+                        nonlocal reported
+                        reported = index + 1
+                        bar.update()
 
-                try:
-                    run_job(job, out_dir, on_frame)
-                    finish(job, None, reported)
-                except ResultsNotWritten:
-                    raise
-                except Exception:
-                    finish(job, traceback.format_exc(), reported)
+                    try:
+                        run_job(job, out_dir, on_frame, reuse=True)
+                        finish(job, None, reported)
+                    except ResultsNotWritten:
+                        raise
+                    except Exception:
+                        finish(job, traceback.format_exc(), reported)
+            finally:
+                clear_trackers()  # this process keeps no tracker after its evaluation
         else:
             run_in_workers(pending, out_dir, workers, threads, finish, bar.update)
     return summary

@@ -82,7 +82,7 @@ def _worker_main(conn, out_dir: Path, threads: int, parent: int, log_formatter) 
 
         try:
             configure_threads(threads)
-            run_job(job, out_dir, on_frame)
+            run_job(job, out_dir, on_frame, reuse=True)
             conn.send(("done", job.label, None))
         except ResultsNotWritten as err:
             conn.send(("fatal", job.label, str(err)))
