@@ -5,9 +5,11 @@ from outside: its parameters, its backbone (exported to ONNX for the layers the 
 in float32 and, where activation ranges ship for its weights, in int8: the files the torch
 tracker itself runs with ONNX Runtime), its classifier's layer and stride, its box head (the
 reference and test branches' convolutions as ONNX graphs, the predictor's folded layers as
-arrays, :mod:`ebmtrack.lite.head`) and its confidence calibrator. :mod:`ebmtrack.lite.files`
-describes the folder; the manifest holds every file's sha256 and the versions it was exported
-with.
+arrays, :mod:`ebmtrack.lite.head`) and its confidence calibrator. A tracker of one backbone pass
+(``classifier_features="siamese"``), which builds no backbone, is exported with the backbone of
+its two-pass twin all the same, so that the runtime runs either (``params.json`` says which).
+:mod:`ebmtrack.lite.files` describes the folder; the manifest holds every file's sha256 and the
+versions it was exported with.
 
 The folder is written beside its destination and moved there when complete. An existing
 destination is replaced only when it is an earlier export and holds nothing else
@@ -279,6 +281,11 @@ def export_tracker(name: str, out: str | Path, **options) -> Path:
         )
     if params.device != "cpu":
         raise ValueError(f"device {params.device!r}: the export runs on the CPU, pass device=cpu")
+    # One backbone pass runs no backbone of ours; its export holds the backbone all the same
+    # (the tracker's with classifier_features=backbone), so that the runtime can run either.
+    two_pass = tracker
+    if params.classifier_features != "backbone":
+        two_pass = create_tracker(name, **{**options, "classifier_features": "backbone"})
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -291,11 +298,11 @@ def export_tracker(name: str, out: str | Path, **options) -> Path:
             "options": {k: str(v) for k, v in sorted(options.items())},
             "exported": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "versions": _versions(),
-            "backbone": _export_backbone(tracker, staging, work / "cache"),
+            "backbone": _export_backbone(two_pass, staging, work / "cache"),
             "classifier": {
-                "layer": tracker.classifier.layer,
-                "stride": tracker.classifier.stride,
-                "channels": tracker.classifier.config.in_channels,
+                "layer": two_pass.classifier.layer,
+                "stride": two_pass.classifier.stride,
+                "channels": two_pass.classifier.config.in_channels,
             },
             "head": None,
             "calibrator": None,

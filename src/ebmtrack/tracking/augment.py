@@ -48,9 +48,15 @@ def augmented_crops(
     side: float,
     params: AugmentationParams,
     rng: np.random.Generator,
+    search_size: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`ebmtrack.lite.augment.augmented_crops` with the settings of ``params``."""
-    return lite.augmented_crops(frame, center, side, _fields(params), rng)
+    """:func:`ebmtrack.lite.augment.augmented_crops` with the settings of ``params``; crops of
+    ``search_size`` px instead of ``params.search_size`` where given (the siamese search crop's
+    255 px, :class:`~ebmtrack.tracking.search_region.SiameseSearchRegion`)."""
+    fields = _fields(params)
+    if search_size is not None:
+        fields["search_size"] = search_size
+    return lite.augmented_crops(frame, center, side, fields, rng)
 
 
 def dropout_copies(

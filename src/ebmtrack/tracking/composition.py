@@ -9,7 +9,9 @@
                          └──> Classifier.label / train (sample memory, filter update)
 
 - the **search region** (:class:`~ebmtrack.tracking.search_region.SearchRegion`): the crops
-  around the last position, the backbone's features of them, the localisation of a score map;
+  around the last position, the backbone's features of them, the localisation of a score map
+  (or, with one backbone pass, :class:`~ebmtrack.tracking.search_region.SiameseSearchRegion`:
+  the siamese box estimator's search crop and its features, which its head decodes too);
 - the **classifier** (:class:`Classifier`): ATOM's Gauss-Newton classifier
   (:class:`~ebmtrack.tracking.atom.classifier.GaussNewtonClassifier`) or DiMP's learnt
   optimiser (:class:`~ebmtrack.tracking.dimp.classifier.LearntClassifier`);
@@ -325,7 +327,7 @@ class SearchRegionTracker:
         classifier, params = self.classifier, self.params
         first = self.search.first_frame(frame, box, classifier.samples, classifier.layer)
         head = self.box_estimator.head
-        modulation = None if head is None else head.modulation(first, params.search_size)
+        modulation = None if head is None else head.modulation(first, self.search.size)
         model, samples, labels = classifier.start(first)
         memory = SampleMemory(
             samples, labels, params.memory_size, params.init_samples_minimum_weight
@@ -449,7 +451,7 @@ class SearchRegionTracker:
         confidence = estimator(
             scores[best],
             found,
-            params.search_size,
+            self.search.size,
             target_crop,
             peaks,
             self.box_estimator.last_value,

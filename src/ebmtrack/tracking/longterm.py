@@ -174,7 +174,7 @@ class LongTermMode:
         self, tracker: SearchRegionTracker, state: TargetState, frame: np.ndarray
     ) -> list[Region]:
         """Crops at the last position and at the next whole-frame tiles."""
-        size = tracker.search.params.search_size
+        size = tracker.search.size
         side = tracker.search.side(state.size)
         height, width = frame.shape[:2]
         regions = []

@@ -6,6 +6,11 @@ The target is a centre and a size in frame pixels. Each frame, a square region o
 anti-aliasing pyramid), the backbone runs on the regions in one batch (its runtime resolved once,
 :mod:`ebmtrack.models.backbones.runtime`), and the classifier's score map is localised
 (:mod:`ebmtrack.tracking.localize`); the classifier and the box estimator work in crop pixels.
+
+With one backbone pass (``classifier_features="siamese"``, :class:`SiameseSearchRegion`) the
+region is the siamese box estimator's search crop instead (:mod:`ebmtrack.lite.siamese`: side
+255/127 times its template's, 255 px) and the features its backbone's, which the classifier and
+the siamese head then share.
 """
 
 from __future__ import annotations
@@ -18,12 +23,21 @@ import torch
 from torch import Tensor
 
 from ebmtrack.lite.frames import as_rgb, clip_init_box
+from ebmtrack.lite.siamese import (
+    EXEMPLAR_SIZE,
+    INSTANCE_SIZE,
+    SiameseBoxEstimator,
+    template_side,
+)
 from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.backbones.runtime import BackboneRuntime, feature_extractor
 from ebmtrack.ops.crop import CropSpec, crop_squares, search_region_side
 from ebmtrack.tracking.augment import augmented_crops, dropout_copies
 from ebmtrack.tracking.localize import Localization, localize, upsample_scores
 from ebmtrack.tracking.params import SearchRegionParams
+
+SIAMESE_LAYER = "search"
+"""The name of the siamese backbone's search features among a frame's features."""
 
 
 @dataclass
@@ -74,6 +88,9 @@ class SearchRegion:
             select_runtime`).
         device: where the networks run.
         slots: search regions per frame and target (the input buffer's first batch).
+
+    Attributes:
+        size: the crops' side in px (``params.search_size``).
     """
 
     def __init__(
@@ -92,7 +109,7 @@ class SearchRegion:
         self.extract: Callable[[Tensor], dict[str, Tensor]] = feature_extractor(
             backbone, layers, runtime
         )
-        size = params.search_size
+        self.size = size = params.search_size
         self.image = torch.empty(slots, 3, size, size, device=device)
 
     def side(self, size: np.ndarray) -> float:
@@ -120,7 +137,7 @@ class SearchRegion:
         generator = torch.Generator().manual_seed(params.seed)
         center, size = box[:2] + box[2:] / 2, box[2:].copy()
         side = self.side(size)
-        crops, centers = augmented_crops(frame, tuple(center), side, params, rng)
+        crops, centers = augmented_crops(frame, tuple(center), side, params, rng, self.size)
         with torch.no_grad():
             feats = self.extract(self.to_tensor(crops))
             samples = to_samples(feats[layer])
@@ -137,7 +154,7 @@ class SearchRegion:
         """The regions around ``center`` for a target of ``size`` (frame px), one per side
         factor (1: the usual search region; 1.05: 5 % wider, so that the target appears 5 %
         smaller)."""
-        search_size = self.params.search_size
+        search_size = self.size
         side = self.side(size)
         specs = [CropSpec(tuple(center), side * factor) for factor in factors]
         patches, matrices = crop_squares(frame, specs, search_size)
@@ -165,7 +182,7 @@ class SearchRegion:
         return localize(
             upsample_scores(scores, params.score_upsample),
             cell_px=stride / params.score_upsample,
-            crop_size=params.search_size,
+            crop_size=self.size,
             target_size=tuple(target_size),
             not_found_threshold=params.target_not_found_threshold,
             distractor_threshold=params.distractor_threshold,
@@ -173,6 +190,51 @@ class SearchRegion:
             neighborhood_scale=params.target_neighborhood_scale,
             displacement_scale=params.displacement_scale,
         )
+
+
+class SiameseSearchRegion(SearchRegion):
+    """The search region of one backbone pass (``classifier_features="siamese"``): around the
+    last centre the siamese box estimator's search crop, side ``template_side(size,
+    siamese_context) * 255 / 127`` resized to 255 px (one region a frame), and its backbone's
+    (1, C, 16, 16) features (:meth:`~ebmtrack.lite.siamese.SiameseBoxEstimator.features`, one
+    crop a call, as the runtime's) as the layer :data:`SIAMESE_LAYER`, on ``device``; the
+    first frame's augmented crops are of that side and size. The crops come from
+    :func:`~ebmtrack.ops.crop.crop_squares`, as :class:`SearchRegion`'s and the runtime's.
+
+    Args:
+        params: the tracker's parameters (augmentation, localisation).
+        siamese: the estimator whose backbone gives the features (the box estimator's own).
+        device: where the features go.
+        dtype: of the classifier's matrix products (:attr:`BackboneRuntime.dtype`).
+    """
+
+    def __init__(
+        self,
+        params: SearchRegionParams,
+        siamese: SiameseBoxEstimator,
+        device: torch.device,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        self.params = params
+        self.siamese = siamese
+        self.layers = (SIAMESE_LAYER,)
+        self.runtime = BackboneRuntime("onnx", dtype)  # ONNX Runtime, float32 features
+        self.device = device
+        self.extract = self._extract
+        self.size = size = INSTANCE_SIZE
+        self.image = torch.empty(1, 3, size, size)  # read by ONNX Runtime on the CPU
+
+    def side(self, size: np.ndarray) -> float:
+        """Side in frame px of the siamese search crop of a target of ``size`` (w, h)."""
+        return template_side(size, self.siamese.config.siamese_context) * (
+            INSTANCE_SIZE / EXEMPLAR_SIZE
+        )
+
+    def _extract(self, images: Tensor) -> dict[str, Tensor]:
+        arrays = np.ascontiguousarray(images.detach().cpu().numpy(), dtype=np.float32)
+        parts = [self.siamese.features(image[None]) for image in arrays]
+        feats = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return {SIAMESE_LAYER: torch.from_numpy(feats).to(self.device)}
 
 
 def fill_images(images: Tensor, regions: list[Region]) -> None:

@@ -35,7 +35,7 @@ from ebmtrack.tracking.box_refine import blend_size, select_box
 from ebmtrack.tracking.composition import TargetState
 from ebmtrack.tracking.ebm_refine import FrameBoxEnergy, ascend_boxes
 from ebmtrack.tracking.iou_gradient import IoUGradient
-from ebmtrack.tracking.search_region import Region
+from ebmtrack.tracking.search_region import SIAMESE_LAYER, Region
 from ebmtrack.tracking.siamese import shipped_siamese
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "ScaleBox",
     "ScaleSearchConfig",
     "SiameseBox",
+    "SiameseOnePassBox",
     "SiamesePolishedBox",
     "SiameseScaleBox",
     "invert_affine",
@@ -346,6 +347,39 @@ class SiameseBox(PositionBox):
         if refine:
             prior = classifier_prior(evidence, self.rule.classifier_weight)
             found = self.siamese.locate(frame, state.center, state.size, state.box_model, prior)
+            state.size = bounded_size(found.size, state.size, evidence, self.rule)
+            state.center = found.center
+        return None
+
+
+class SiameseOnePassBox(SiameseBox):
+    """``siamese`` with one backbone pass (``classifier_features="siamese"``): the region is
+    the siamese estimator's own search crop (:class:`~ebmtrack.tracking.search_region.
+    SiameseSearchRegion`), and its head decodes the features the classifier read
+    (:meth:`~ebmtrack.lite.siamese.SiameseBoxEstimator.decode`), its window centred on the
+    classifier's position instead of the crop's centre."""
+
+    def __init__(
+        self, siamese: SiameseBoxConfig, rule: PositionRuleConfig, head: BoxHead | None = None
+    ) -> None:
+        super().__init__(siamese, rule, head)
+        self.layers = (SIAMESE_LAYER,)
+
+    def estimate(
+        self, state, position, region, factor, feats, refine, frame, evidence=None
+    ) -> np.ndarray | None:
+        crop_center = state.center  # the region was cropped around it
+        state.center = _to_frame(region, position)
+        if refine:
+            found = self.siamese.decode(
+                feats[SIAMESE_LAYER].detach().cpu().numpy(),
+                state.box_model,
+                crop_center,
+                state.size,
+                region.scale,
+                classifier_prior(evidence, self.rule.classifier_weight),
+                window_center=state.center,
+            )
             state.size = bounded_size(found.size, state.size, evidence, self.rule)
             state.center = found.center
         return None

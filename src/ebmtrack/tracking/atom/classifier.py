@@ -1,6 +1,9 @@
 """ATOM's classifier part (paper 3.2): a projection and a filter learnt per video by
 Gauss-Newton and conjugate gradient (:mod:`ebmtrack.models.atom_classifier`), its labels
-Gaussians at the target centre."""
+Gaussians at the target centre. It reads one layer of features (:class:`FeatureLayer`): the
+backbone's classifier layer on ATOM's search region, or, with ``classifier_features="siamese"``,
+the siamese box estimator's search features on its own crop
+(:class:`~ebmtrack.tracking.search_region.SiameseSearchRegion`)."""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from ebmtrack.tracking.composition import TargetState
 from ebmtrack.tracking.localize import Localization
 from ebmtrack.tracking.search_region import FirstFrame, Region
 
-__all__ = ["GaussNewtonClassifier", "GaussNewtonConfig", "normalize_features"]
+__all__ = ["FeatureLayer", "GaussNewtonClassifier", "GaussNewtonConfig", "normalize_features"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,24 @@ class GaussNewtonConfig:
     train_skipping: int = 10
     search_size: int = 288
     search_area_scale: float = 5.0
+    classifier_features: str = "backbone"
+
+
+@dataclass(frozen=True)
+class FeatureLayer:
+    """The features the classifier reads: the ``layer``'s name, its ``stride`` (crop px per
+    cell), its ``channels`` and the ``crop_size`` (px) of the crops it reads them from."""
+
+    layer: str
+    stride: int
+    channels: int
+    crop_size: int
+
+    @classmethod
+    def of_backbone(cls, backbone: Backbone, crop_size: int) -> FeatureLayer:
+        """The backbone's ``classifier_layer`` on crops of ``crop_size`` px."""
+        info = backbone.feature_info[backbone.classifier_layer]
+        return cls(backbone.classifier_layer, info.stride, info.channels, crop_size)
 
 
 def normalize_features(features: Tensor) -> Tensor:
@@ -61,8 +82,15 @@ class GaussNewtonClassifier:
     Classifier`): the per-target model is an :class:`~ebmtrack.models.atom_classifier.
     AtomClassifier`; memory samples are its projected features, labels Gaussian maps.
 
+    The labels' std in crop px is ATOM's, ``sigma_factor * search_size / search_area_scale``
+    (``sigma_factor`` times the target's side in the crop), or, with
+    ``classifier_features="siamese"`` (a crop not sized by ``search_area_scale``),
+    ``sigma_factor * sqrt(w h) * crop_size / side`` of the first frame's target and region,
+    kept for the target (as the runtime's, :mod:`ebmtrack.lite.tracker`).
+
     Args:
-        backbone: the classifier reads its ``classifier_layer``.
+        features: the layer it reads (:meth:`FeatureLayer.of_backbone`, or the siamese search
+            features).
         params: its config.
         device: where it runs.
         dtype: of the filter update's matrix products (bfloat16 is 3x faster on CPUs with
@@ -71,7 +99,7 @@ class GaussNewtonClassifier:
 
     def __init__(
         self,
-        backbone: Backbone,
+        features: FeatureLayer,
         params: GaussNewtonConfig,
         device: torch.device,
         dtype: torch.dtype,
@@ -79,23 +107,30 @@ class GaussNewtonClassifier:
         self.params = params
         self.device = device
         self.dtype = dtype
-        self.layer = backbone.classifier_layer
-        info = backbone.feature_info[self.layer]
-        self.stride = info.stride
+        self.layer = features.layer
+        self.stride = features.stride
         self.config = ClassifierConfig(
-            in_channels=info.channels,
+            in_channels=features.channels,
             projection_dim=params.projection_dim,
             filter_size=params.filter_size,
             pelu_alpha=params.pelu_alpha,
             filter_reg=params.filter_reg,
             projection_reg=params.projection_reg,
         )
-        self.map_size = math.ceil(params.search_size / self.stride)
+        self.map_size = math.ceil(features.crop_size / self.stride)
+        self.crop_size = features.crop_size
 
-    def labels(self, centers_px: np.ndarray) -> Tensor:
-        """Gaussian labels (N, H, W) for target centres (N, 2) in crop pixels."""
+    def sigma(self, first: FirstFrame) -> float:
+        """The labels' std in crop px for the target of ``first`` (class docstring)."""
         params = self.params
-        sigma = params.sigma_factor * params.search_size / params.search_area_scale
+        if params.classifier_features == "siamese":
+            area = math.sqrt(first.size[0] * first.size[1])
+            return params.sigma_factor * area * (self.crop_size / first.side)
+        return params.sigma_factor * params.search_size / params.search_area_scale
+
+    def labels(self, centers_px: np.ndarray, sigma: float) -> Tensor:
+        """Gaussian labels (N, H, W) of std ``sigma`` (crop px) for target centres (N, 2) in
+        crop pixels."""
         centers = torch.as_tensor(centers_px / self.stride, dtype=torch.float32, device=self.device)
         return gaussian_labels(centers, sigma / self.stride, (self.map_size, self.map_size))
 
@@ -104,11 +139,14 @@ class GaussNewtonClassifier:
 
     def start(self, first: FirstFrame) -> tuple[AtomClassifier, Tensor, Tensor]:
         """Fit projection and filter on the augmented first frame (``init_gn_iters`` GN steps
-        of ``init_cg_iters`` CG each); the memory holds the projected samples."""
+        of ``init_cg_iters`` CG each); the memory holds the projected samples. The model
+        keeps its labels' std (``label_sigma``, crop px)."""
         params, samples = self.params, first.samples
-        labels = self.labels(first.centers)
+        sigma = self.sigma(first)
+        labels = self.labels(first.centers, sigma)
         weights = torch.full((samples.shape[0],), 1.0 / samples.shape[0], device=self.device)
         model = AtomClassifier(self.config, generator=first.generator).to(self.device)
+        model.label_sigma = sigma
         fit_classifier(
             model,
             samples,
@@ -130,7 +168,8 @@ class GaussNewtonClassifier:
         return np.asarray(found.position, dtype=np.float64)
 
     def label(self, state: TargetState, region: Region) -> Tensor:
-        return self.labels(apply_matrix(region.matrix, state.center)[None])[0]
+        centers = apply_matrix(region.matrix, state.center)[None]
+        return self.labels(centers, state.model.label_sigma)[0]
 
     def train(self, state: TargetState, status: TrackStatus) -> None:
         """``update_cg_iters`` CG steps on the filter every ``train_skipping`` frames and at

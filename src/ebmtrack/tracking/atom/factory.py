@@ -16,6 +16,7 @@ from ebmtrack.weights import DEFAULT_TAG, shipped_file
 
 __all__ = ["build_atom", "create_atom_tracker"]
 
+
 def create_atom_tracker(
     weights: str | Path | None = None,
     backbone: str = "mobilenetv2",
@@ -60,7 +61,13 @@ def create_atom_tracker(
         FileNotFoundError: a weights file that does not exist.
     """
     return build_atom(
-        AtomTracker, AtomParams, weights, backbone, backbone_weights, params, calibrator,
+        AtomTracker,
+        AtomParams,
+        weights,
+        backbone,
+        backbone_weights,
+        params,
+        calibrator,
         box_head_tag,
     )
 
@@ -90,6 +97,8 @@ def build_atom(
                 f"{weights} holds an IoU-Net for backbone {made_for!r}, not {backbone!r}"
             )
     confidence = resolve_calibrator(calibrator, backbone, "atom")
+    if atom_params.classifier_features == "siamese":  # one pass, the siamese backbone's
+        return tracker_type(None, None, atom_params, confidence)
     net = create_backbone(backbone, pretrained=backbone_weights is None, weights=backbone_weights)
     head_features = "float32"
     if box_head is not None:  # trained on these backbone weights' features?

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
+from ebmtrack.lite.params import CLASSIFIER_FEATURES
 from ebmtrack.lite.position import PositionRuleConfig
 from ebmtrack.lite.siamese import SIAMESE_MODELS, SiameseBoxConfig
 from ebmtrack.models.precision import PRECISIONS
@@ -37,6 +38,15 @@ class AtomParams(SearchRegionParams):
             bfloat16 exactly on CPUs with native bfloat16 instructions, where it is 1.5x
             (backbone) to 3x (update) faster
             (:func:`~ebmtrack.models.backbones.runtime.select_runtime`; docs/atom.md).
+        classifier_features: which backbone's features the classifier reads, ``backbone`` (two
+            passes) or ``siamese`` (one). ``backbone``: the backbone's, on ATOM's search region
+            (with the siamese box estimator, two backbone passes a frame). ``siamese``: the
+            siamese estimator's backbone's, on its search crop (side 255/127 times its
+            template's, 255 px, stride 16), one pass serving the classifier and the box, the
+            head's window centred on the classifier's peak (box mode ``siamese`` only; the
+            backbone is then neither built nor run, and ``search_area_scale``, ``search_size``
+            and ``backbone_runtime`` are those of ``backbone``, whose backbone an export holds
+            too, so that the runtime can run either).
 
     Classifier (eq. 2-3):
         projection_dim, filter_size, pelu_alpha, filter_reg, projection_reg: see
@@ -107,6 +117,7 @@ class AtomParams(SearchRegionParams):
     """
 
     precision: str = "auto"
+    classifier_features: str = "backbone"
 
     projection_dim: int = 64
     filter_size: int = 4
@@ -169,10 +180,28 @@ class AtomParams(SearchRegionParams):
                 f"scale_factors must be numbers in (0, 10) other than 1, got {factors!r}",
                 "scale_factors",
             )
+        self._check_classifier_features()
         if self.precision not in PRECISIONS:
             raise OptionError(
                 f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}",
                 "precision",
+            )
+
+    def _check_classifier_features(self) -> None:
+        """``classifier_features`` is known, and ``siamese`` comes with box mode ``siamese``
+        (the runtime's refusals, :func:`ebmtrack.lite.params.merge_options`)."""
+        if self.classifier_features not in CLASSIFIER_FEATURES:
+            raise OptionError(
+                f"classifier_features must be one of {', '.join(CLASSIFIER_FEATURES)}, "
+                f"got {self.classifier_features!r}",
+                "classifier_features",
+            )
+        if self.classifier_features == "siamese" and self.box_mode != "siamese":
+            raise OptionError(
+                "classifier_features 'siamese' (one backbone pass: the classifier on the siamese "
+                f"search crop) needs box_mode 'siamese', got {self.box_mode!r}",
+                "classifier_features",
+                "box_mode",
             )
 
     def _check_climb(self) -> None:

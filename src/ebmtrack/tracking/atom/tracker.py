@@ -10,8 +10,13 @@ All geometry is done in continuous pixel coordinates (:mod:`ebmtrack.tracking.ba
 is the target centre and size in frame pixels; the crop's affine map converts to and from crop
 pixels, where the classifier (stride ``s``: score cell ``i`` at pixel ``s * i``) and the IoU-Net
 (boxes in crop pixels) work.
-"""
 
+With ``classifier_features="siamese"`` (box mode ``siamese``) the frame has one backbone pass:
+the search region is the siamese box estimator's search crop and the classifier reads its
+backbone's features (:class:`~ebmtrack.tracking.search_region.SiameseSearchRegion`), which the
+siamese head decodes too (:class:`~ebmtrack.tracking.atom.box.SiameseOnePassBox`); the backbone
+is neither run nor needed.
+"""
 
 from __future__ import annotations
 
@@ -19,16 +24,22 @@ import functools
 
 import torch
 
+from ebmtrack.lite.siamese import STRIDE
 from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.backbones.runtime import int8_available, select_runtime
 from ebmtrack.models.iou_net import AtomIoUNet
-from ebmtrack.tracking.atom.box import BOX_ESTIMATORS
-from ebmtrack.tracking.atom.classifier import GaussNewtonClassifier, GaussNewtonConfig
+from ebmtrack.models.precision import resolve_precision
+from ebmtrack.tracking.atom.box import BOX_ESTIMATORS, SiameseOnePassBox
+from ebmtrack.tracking.atom.classifier import (
+    FeatureLayer,
+    GaussNewtonClassifier,
+    GaussNewtonConfig,
+)
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.tracking.box_head import BoxHead
 from ebmtrack.tracking.composition import Mode, SearchRegionTracker, build_box_estimator
 from ebmtrack.tracking.params import part_config
-from ebmtrack.tracking.search_region import SearchRegion
+from ebmtrack.tracking.search_region import SIAMESE_LAYER, SearchRegion, SiameseSearchRegion
 
 __all__ = ["AtomTracker"]
 
@@ -42,6 +53,8 @@ class AtomTracker(SearchRegionTracker):
     Args:
         backbone: a backbone from :func:`ebmtrack.models.backbones.create_backbone`; the
             classifier reads ``backbone.classifier_layer``, the box head ``default_layers``.
+            None with ``classifier_features="siamese"``, which runs none (one given is kept
+            as :attr:`backbone`, unused).
         box_head: the offline-trained IoU-Net for this backbone; given exactly when
             ``params.box_mode`` reads one (``refine``, ``gated``, ``polished``; ValueError
             otherwise).
@@ -66,7 +79,7 @@ class AtomTracker(SearchRegionTracker):
 
     def __init__(
         self,
-        backbone: Backbone,
+        backbone: Backbone | None,
         box_head: AtomIoUNet | None = None,
         params: AtomParams | None = None,
         calibrator=None,
@@ -75,6 +88,12 @@ class AtomTracker(SearchRegionTracker):
     ) -> None:
         params = params or AtomParams()
         device = torch.device(params.device)
+        if params.classifier_features == "siamese":
+            self.backbone = backbone
+            self._one_pass(params, device, box_head, calibrator, mode)
+            return
+        if backbone is None:
+            raise ValueError("AtomTracker needs a backbone unless classifier_features='siamese'")
         self.backbone = backbone.to(device).eval()
         head = BoxHead(box_head, backbone, device) if box_head is not None else None
         estimator = build_box_estimator(BOX_ESTIMATORS, params.box_mode, params, head)
@@ -90,7 +109,28 @@ class AtomTracker(SearchRegionTracker):
             int8=int8_head and functools.partial(int8_available, self.backbone),
         )
         config = part_config(GaussNewtonConfig, params)
-        classifier = GaussNewtonClassifier(backbone, config, device, runtime.dtype)
+        features = FeatureLayer.of_backbone(backbone, params.search_size)
+        classifier = GaussNewtonClassifier(features, config, device, runtime.dtype)
         layers = tuple(dict.fromkeys((*estimator.layers, classifier.layer)))
         search = SearchRegion(params, self.backbone, layers, runtime, device, estimator.slots)
+        super().__init__(params, search, classifier, estimator, calibrator, mode)
+
+    def _one_pass(self, params: AtomParams, device: torch.device, box_head, calibrator, mode):
+        """The parts of ``classifier_features="siamese"``: the siamese estimator's search region
+        and features for the classifier, its head decoding them (module docstring)."""
+        if box_head is not None:
+            raise ValueError(f"box_mode={params.box_mode!r} reads no box_head: pass none")
+        estimator = build_box_estimator(
+            {params.box_mode: SiameseOnePassBox}, params.box_mode, params, None
+        )
+        self.box_head = None
+        # The features are ONNX Runtime's float32; the filter update's products too unless
+        # bfloat16 is asked for.
+        auto = params.precision == "auto"
+        dtype = torch.float32 if auto else resolve_precision(params.precision, device)
+        siamese = estimator.siamese
+        search = SiameseSearchRegion(params, siamese, device, dtype)
+        features = FeatureLayer(SIAMESE_LAYER, STRIDE, siamese.channels, search.size)
+        config = part_config(GaussNewtonConfig, params)
+        classifier = GaussNewtonClassifier(features, config, device, dtype)
         super().__init__(params, search, classifier, estimator, calibrator, mode)
