@@ -8,7 +8,8 @@ Each run is a fresh Python process (``--python``, default this one: point it at 
 is the parent's wall time less the phases the child saw. ``--runs`` repeats it (the median is
 printed, the first run apart: cold file caches). ``--sessions`` also times creating the backbone
 session at ONNX Runtime's three graph-optimisation levels. ``--video-720p N`` tracks N frames of
-the demo clip scaled to 1280x720 and prints the process's peak RSS.
+the demo clip scaled to 1280x720 and prints the process's peak RSS. ``--option KEY=VALUE``
+(repeatable) passes a tracker option to ``load_tracker``.
 
     python benchmarks/bench_startup.py --runs 5 --sessions --video-720p 100
 """
@@ -56,7 +57,7 @@ CHILD = textwrap.dedent(
     frames = [clip.frame(i) for i in range(3)]
     mark("decode 3 frames")
     tic = time.perf_counter()
-    tracker = ebmtrack.load_tracker(TRACKER)
+    tracker = ebmtrack.load_tracker(TRACKER, **OPTIONS)
     mark("load_tracker")
     tracker.initialize(frames[0], clip.init_box)
     mark("initialize (first-frame fit)")
@@ -101,7 +102,7 @@ VIDEO = textwrap.dedent(
     from ebmtrack.evaluation.demo import demo_sequence
     clip = demo_sequence()
     scale = np.array([1280 / 320, 720 / 240, 1280 / 320, 720 / 240])
-    tracker = ebmtrack.load_tracker(TRACKER)
+    tracker = ebmtrack.load_tracker(TRACKER, **OPTIONS)
     frame = lambda i: cv2.resize(clip.frame(i % len(clip)), (1280, 720))
     tracker.initialize(frame(0), np.asarray(clip.init_box) * scale)
     tic = time.perf_counter()
@@ -130,8 +131,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--sessions", action="store_true")
     parser.add_argument("--video-720p", type=int, default=0, metavar="N")
+    parser.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE", help="a tracker option"
+    )
     args = parser.parse_args()
-    code = CHILD.replace("TRACKER", repr(args.tracker))
+    from ebmtrack.values import parse_value
+
+    options = {}
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--option: KEY=VALUE, got {item!r}")
+        options[key] = parse_value(value)
+    code = CHILD.replace("TRACKER", repr(args.tracker)).replace("OPTIONS", repr(options))
     runs = []
     for index in range(args.runs):
         result, wall = child(args.python, code)
@@ -141,7 +153,10 @@ def main() -> None:
         runs.append(result)
         print(f"run {index + 1}: {wall:.3f} s to the first box", file=sys.stderr)
     warm = runs[1:] or runs
-    print(f"{args.tracker}, {args.python}, {len(warm)} warm run(s) (median), first run apart")
+    print(
+        f"{args.tracker} {options or ''}, {args.python}, {len(warm)} warm run(s) (median), "
+        "first run apart"
+    )
     print("| phase | seconds | first run |\n|---|---|---|")
     for name in runs[0]["phases"]:
         median = statistics.median(r["phases"][name] for r in warm)
@@ -161,6 +176,7 @@ def main() -> None:
               + ", ".join(f"{k} {v:.3f} s" for k, v in result.items()))
     if args.video_720p:
         code = VIDEO.replace("TRACKER", repr(args.tracker)).replace("COUNT", str(args.video_720p))
+        code = code.replace("OPTIONS", repr(options))
         result, _ = child(args.python, code)
         print(f"720p: {result['frames']} frames, {result['fps']:.1f} FPS, peak RSS "
               f"{result['rss_mib']:.0f} MiB")

@@ -284,7 +284,7 @@ def export_tracker(name: str, out: str | Path, **options) -> Path:
     # One backbone pass runs no backbone of ours; its export holds the backbone all the same
     # (the tracker's with classifier_features=backbone), so that the runtime can run either.
     two_pass = tracker
-    if params.classifier_features != "backbone":
+    if params.one_pass:
         two_pass = create_tracker(name, **{**options, "classifier_features": "backbone"})
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))

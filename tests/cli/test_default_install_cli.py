@@ -116,10 +116,21 @@ def test_without_torch_an_option_out_of_range_is_one_line_naming_it(
 
 
 @pytest.mark.parametrize(
-    "flags", [["--search-size", "256"], ["--backbone", "resnet18"], ["--onnx"]]
+    "flags",
+    [
+        ["--search-size", "256"],
+        ["--backbone", "resnet18"],
+        ["--onnx", "--option", "classifier_features=backbone"],
+    ],
 )
 def test_without_torch_a_torch_trackers_flag_says_what_needs_pytorch(clip, tmp_path, flags):
     args = ["track", clip, "--init", "30,20,20,20", "--out", tmp_path / "b.txt", *flags]
     line = one_error_line(run_command(args), "track")
     assert "(--runtime torch)" in line and "ebmtrack export" in line
     assert line.endswith(f"both need PyTorch: {EXTRA}")
+
+
+def test_without_torch_onnx_says_the_default_runs_no_backbone_of_ours(clip, tmp_path):
+    args = ["track", clip, "--init", "30,20,20,20", "--out", tmp_path / "b.txt", "--onnx"]
+    line = one_error_line(run_command(args), "track")
+    assert "one backbone pass" in line and "classifier_features=backbone" in line

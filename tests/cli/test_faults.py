@@ -155,7 +155,8 @@ def test_track_onnx_export_that_cannot_be_written(sequence, tmp_path):
     home = tmp_path / "home"
     home.write_text("a file, not a folder\n")
     args = ["track", sequence, "--init", INIT, "--onnx", "--search-size", "128", "--no-progress"]
-    args += ["--runtime", "torch"]  # the torch tracker exports its backbone into the cache
+    # the torch tracker with two passes exports its backbone into the cache
+    args += ["--runtime", "torch", "--option", "classifier_features=backbone"]
     done = subprocess.run(
         [*EBMTRACK, *map(str, args)], capture_output=True, text=True, env={**QUIET, "HOME": home}
     )

@@ -87,7 +87,6 @@ def test_the_same_options_are_refused_with_the_same_message(
         ({"search_size": 256}, ["--search-size", "256"], ["--option", "atom.search_size=256"]),
         ({"device": "cpu", "seed": 2}, ["--option", "device=cpu"], ["--option", "atom.device=cpu"]),
         ({"backbone": "resnet18"}, ["--backbone", "resnet18"], ["--option", "atom.backbone=x"]),
-        ({"backbone_runtime": "onnx"}, ["--onnx"], ["--option", "atom.backbone_runtime=onnx"]),
     ],
 )
 def test_the_runtime_refuses_torch_options_alike(
@@ -102,6 +101,20 @@ def test_the_runtime_refuses_torch_options_alike(
     assert _one_error(capsys, "track") == f"{' '.join(track_flags[:2])}: {message}"
     assert main(_eval(dataset, tmp_path, "atom", *eval_flags)) == 2
     assert _one_error(capsys, "eval") == f"{' '.join(eval_flags[:2])}: {message}"
+
+
+def test_a_backbone_runtime_is_refused_where_no_backbone_of_ours_runs(dataset, tmp_path, capsys):
+    # the default runs one backbone pass, the siamese estimator's: --onnx would change nothing
+    with pytest.raises(ValueError, match="runs no backbone of ours") as error:
+        ebmtrack.load_tracker("atom", backbone_runtime="onnx")
+    assert main(_track(dataset, "atom", "--onnx")) == 2
+    assert _one_error(capsys, "track") == f"--onnx: {error.value}"
+    assert main(_eval(dataset, tmp_path, "atom", "--option", "atom.backbone_runtime=onnx")) == 2
+    assert _one_error(capsys, "eval") == f"--option atom.backbone_runtime=onnx: {error.value}"
+    # with two passes it is the export's files that refuse it
+    two = {"backbone_runtime": "onnx", "classifier_features": "backbone"}
+    with pytest.raises(ValueError, match="export holds onnx-int8 only.*--runtime torch"):
+        ebmtrack.load_tracker("atom", **two)
 
 
 def test_weights_are_refused_where_they_mean_nothing(dataset, tmp_path, capsys):

@@ -15,6 +15,9 @@ from ebmtrack.evaluation.provenance import environment, tracker_provenance
 from ebmtrack.models.backbones.onnx_files import state_dict_sha256
 from ebmtrack.weights import shipped_backbone_weights
 
+# the torch tracker on its own backbone (the default runs one pass, the siamese one)
+TWO_PASS = {"classifier_features": "backbone"}
+
 
 def test_the_environment_names_the_versions():
     info = environment()
@@ -26,7 +29,7 @@ def test_the_environment_names_the_versions():
 @pytest.mark.slow
 def test_a_tracker_of_ours_names_its_weights_precision_and_runtime():
     tracker = ebmtrack.load_tracker(
-        "atom", runtime="torch", precision="float32", backbone_runtime="torch"
+        "atom", runtime="torch", precision="float32", backbone_runtime="torch", **TWO_PASS
     )
     info = tracker_provenance(tracker)
     assert info["backbone"] == "mobilenetv2"

@@ -55,7 +55,9 @@ def test_the_shipped_export_and_the_torch_tracker_give_the_same_boxes():
 
 
 def test_the_runtime_refuses_one_pass_with_another_box_mode():
-    with pytest.raises(ValueError, match="classifier_features 'siamese'.*needs box_mode 'siamese'"):
+    with pytest.raises(
+        ValueError, match="box_mode 'scale' needs the classifier on the tracker's own backbone"
+    ):
         ebmtrack.load_tracker("atom", classifier_features="siamese", box_mode="scale")
-    with pytest.raises(ValueError, match="classifier_features must be one of backbone, siamese"):
+    with pytest.raises(ValueError, match="classifier_features must be one of auto, backbone, sia"):
         ebmtrack.load_tracker("atom", classifier_features="both")

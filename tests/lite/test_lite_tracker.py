@@ -202,7 +202,7 @@ def test_options_are_checked(atom_export):
 @pytest.mark.slow
 @pytest.mark.parametrize("runtime", ["onnx-int8", "onnx"])
 def test_the_first_frame_in_batches_gives_the_features_of_one_batch(atom_export, runtime):
-    tracker = lite.load(atom_export, backbone_runtime=runtime)
+    tracker = lite.load(atom_export, backbone_runtime=runtime, classifier_features="backbone")
     rng = np.random.default_rng(0)
     images = rng.uniform(0, 255, size=(7, 3, 288, 288)).astype(np.float32)
     batched = tracker._features(images)

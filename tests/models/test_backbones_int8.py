@@ -27,6 +27,9 @@ from ebmtrack.ops.crop import crop_search_region
 from ebmtrack.tracking.atom.params import AtomParams
 from ebmtrack.weights import int8_ranges, shipped_backbone_weights
 
+# the torch tracker on its own backbone (the default runs one pass, the siamese one)
+TWO_PASS = {"classifier_features": "backbone"}
+
 pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 
@@ -128,7 +131,7 @@ def test_refused_where_it_cannot_apply():
         AtomParams(backbone_runtime="onnx-int8", device="cuda")
     with pytest.raises(ValueError, match="pass precision='float32'"):
         ebmtrack.load_tracker(
-            "atom", runtime="torch", backbone_runtime="onnx-int8", precision="bfloat16"
+            "atom", runtime="torch", backbone_runtime="onnx-int8", precision="bfloat16", **TWO_PASS
         )
 
 
@@ -226,7 +229,7 @@ def test_the_default_tracker_runs_int8_in_float32_on_a_cpu(runtime):
 
     sequence = SyntheticSequence("int8", SyntheticConfig(num_frames=4), seed=(7, 0))
     tracker = ebmtrack.load_tracker(
-        "atom", runtime="torch", backbone_runtime=runtime, precision="float32"
+        "atom", runtime="torch", backbone_runtime=runtime, precision="float32", **TWO_PASS
     )
     assert tracker.backbone_runtime == "onnx-int8" and tracker.search.extract.int8
     tracker.initialize(sequence.frame(0), sequence.init_box)

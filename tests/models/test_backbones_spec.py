@@ -23,6 +23,9 @@ from ebmtrack.models.iou_net import AtomIoUNet, IoUNetConfig
 from ebmtrack.models.serialization import save_model
 from ebmtrack.values import OptionError
 
+# the torch tracker on its own backbone (the default runs one pass, the siamese one)
+TWO_PASS = {"classifier_features": "backbone"}
+
 
 class Toy(Backbone):
     """Two layers, stride 8 (12 channels) and 16 (20 channels), its own normalisation."""
@@ -112,7 +115,7 @@ def test_trackers_run_end_to_end_on_the_toy_backbone_and_its_heads(toy, tmp_path
     classifier_file = save_model(classifier, tmp_path / "dimp.safetensors")
     built = [
         ebmtrack.load_tracker(
-            "atom", runtime="torch", backbone="toy", backbone_weights=toy, **FAST
+            "atom", runtime="torch", backbone="toy", backbone_weights=toy, **FAST, **TWO_PASS
         ),
         ebmtrack.load_tracker(
             "atom-iounet",

@@ -38,8 +38,12 @@ BOTH = ("classifier_features", "box_mode")
 @pytest.mark.parametrize(
     ("options", "names", "said"),
     [
-        ({"classifier_features": "cnn"}, ("classifier_features",), "one of backbone, siamese"),
-        ({"classifier_features": "siamese"}, BOTH, "needs box_mode 'siamese', got 'refine'"),
+        (
+            {"classifier_features": "cnn"},
+            ("classifier_features",),
+            "one of auto, backbone, siamese",
+        ),
+        ({"classifier_features": "siamese"}, BOTH, "box_mode 'refine' needs the classifier on"),
         ({"classifier_features": "siamese", "box_mode": "siamese-scale"}, BOTH, "'siamese-scale'"),
     ],
 )
@@ -49,10 +53,13 @@ def test_a_bad_classifier_features_is_refused_in_one_line_naming_it(options, nam
     assert caught.value.options == names and "\n" not in str(caught.value)
 
 
-def test_the_default_is_two_passes_and_the_option_is_documented():
-    assert AtomParams().classifier_features == "backbone"
+def test_auto_is_one_pass_exactly_with_the_siamese_box_and_the_option_is_documented():
+    assert AtomParams().classifier_features == "auto"
+    assert AtomParams(box_mode="siamese").one_pass
+    assert not AtomParams(box_mode="siamese", classifier_features="backbone").one_pass
+    assert not any(AtomParams(box_mode=mode).one_pass for mode in ("refine", "scale", "polished"))
     (doc,) = [d for d in option_docs("atom") if d.name == "classifier_features"]
-    assert doc.default == "backbone" and doc.allowed == "one of backbone, siamese" and doc.text
+    assert doc.default == "auto" and doc.allowed == "one of auto, backbone, siamese" and doc.text
 
 
 def test_one_pass_builds_no_backbone_of_ours(monkeypatch):
@@ -92,7 +99,7 @@ def test_one_pass_runs_the_siamese_backbone_once_a_frame_and_never_the_backbone(
     backbone = create_backbone("mobilenetv2", pretrained=False)
     runs = []
     backbone.register_forward_hook(lambda *_: runs.append(1))
-    params = AtomParams(backbone_runtime="torch", **ONE_PASS)
+    params = AtomParams(**ONE_PASS)
     tracker = AtomTracker(backbone, None, params)
     frames, box = moving_block()
     tracker.initialize(frames[0], box)
@@ -124,8 +131,18 @@ def test_the_region_is_the_siamese_search_crop_and_the_labels_keep_the_first_wid
     assert tracker.state.model.label_sigma == pytest.approx(sigma)
 
 
+def test_one_pass_refuses_a_backbone_runtime_it_would_not_run():
+    with pytest.raises(OptionError, match="backbone_runtime 'onnx'.*runs no backbone of ours"):
+        AtomParams(backbone_runtime="onnx", box_mode="siamese")
+    assert not AtomParams(
+        backbone_runtime="onnx", box_mode="siamese", classifier_features="backbone"
+    ).one_pass
+    with pytest.raises(ValueError, match="backbone_runtime 'onnx'.*runs no backbone of ours"):
+        ebmtrack.load_tracker("atom", backbone_runtime="onnx")
+
+
 def test_one_pass_refuses_a_box_head():
     with pytest.raises(ValueError, match="reads no box_head"):
         AtomTracker(None, object(), AtomParams(**ONE_PASS))
     with pytest.raises(ValueError, match="needs a backbone"):
-        AtomTracker(None, None, AtomParams(box_mode="siamese"))
+        AtomTracker(None, None, AtomParams(box_mode="siamese", classifier_features="backbone"))

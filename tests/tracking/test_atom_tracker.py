@@ -311,7 +311,8 @@ def test_each_box_mode_builds_with_exactly_the_head_it_reads(backbone, iou_net, 
     """A mode with an IoU-Net needs one, a mode without refuses one (one check, in the box
     estimator's builder); the scale modes crop three regions; the mode's class is its own."""
     frames, boxes = moving_object_sequence(num_frames=3)
-    params = AtomParams(box_mode=mode, **SMALL)
+    # on the backbone (the siamese mode's one pass: tests/tracking/test_atom_one_pass.py)
+    params = AtomParams(box_mode=mode, classifier_features="backbone", **SMALL)
     with_head = mode in HEAD_MODES
     tracker = AtomTracker(backbone, iou_net if with_head else None, params)
     assert (tracker.box_head is iou_net) == with_head and (tracker.box_head is None) != with_head
@@ -511,7 +512,9 @@ def test_siamese_polished_reports_the_heads_box_and_keeps_the_siamese_state(back
     sequence = moving_object_sequence(num_frames=6)
 
     def run(iou_net, mode):
-        params = AtomParams(search_size=96, seed=0, box_mode=mode)
+        params = AtomParams(
+            search_size=96, seed=0, box_mode=mode, classifier_features="backbone"
+        )
         return reported_and_states(AtomTracker(backbone, iou_net, params), sequence)
 
     alone_boxes, alone_states = run(None, "siamese")

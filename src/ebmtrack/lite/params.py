@@ -22,7 +22,10 @@ __all__ = [
     "SIAMESE",
     "SIAMESE_MODES",
     "BoxMode",
+    "backbone_runtime_error",
+    "classifier_features_error",
     "merge_options",
+    "one_pass",
 ]
 
 
@@ -77,11 +80,12 @@ SIAMESE = (
 by the siamese modes only; ``siamese_model`` picks the networks among the export's (its
 manifest's ``siamese.models``)."""
 
-CLASSIFIER_FEATURES = ("backbone", "siamese")
+CLASSIFIER_FEATURES = ("auto", "backbone", "siamese")
 """Where the classifier's features come from (``classifier_features``): ``backbone``, the
 export's own backbone on ATOM's search region (two backbone passes a frame with the siamese box
-estimator), or ``siamese``, the siamese estimator's backbone on its search crop, one pass
-serving the classifier and the box (box mode ``siamese`` only)."""
+estimator); ``siamese``, the siamese estimator's backbone on its search crop, one pass serving
+the classifier and the box (box mode ``siamese`` only); ``auto``: ``siamese`` with box mode
+``siamese``, else ``backbone`` (:func:`one_pass`)."""
 
 POSITION_RULE = ("classifier_weight", "distractor_growth")
 """How the classifier's evidence bounds the siamese box (:class:`~ebmtrack.lite.position.
@@ -135,7 +139,44 @@ REQUIRED = (
     "scale_search_interval",
 )
 # Fixed by the exported graphs: an override is refused.
-FIXED = ("search_size", "backbone", "device", "precision", "projection_dim", "filter_size")
+FIXED = ("search_size", "backbone", "device", "precision")
+
+
+def one_pass(features: str | None, box_mode: str) -> bool:
+    """Whether ``classifier_features`` ``features`` with ``box_mode`` runs one backbone pass
+    (:data:`CLASSIFIER_FEATURES`; None: an export from before the option, two passes)."""
+    return features == "siamese" or (features == "auto" and box_mode == "siamese")
+
+
+def backbone_runtime_error(one_pass: bool, backbone_runtime: str) -> str | None:
+    """Why ``backbone_runtime`` cannot be chosen (one line), None where it can: one backbone
+    pass runs no backbone of the export's, so only ``auto`` applies."""
+    if not one_pass or backbone_runtime == "auto":
+        return None
+    return (
+        f"backbone_runtime {backbone_runtime!r}: one backbone pass (box_mode 'siamese', "
+        "classifier_features auto or siamese) runs no backbone of ours; add "
+        "classifier_features=backbone for two passes"
+    )
+
+
+def classifier_features_error(features: str | None, box_mode: str) -> str | None:
+    """Why ``classifier_features`` cannot be ``features`` with ``box_mode`` (one line, for the
+    runtime's and the torch tracker's refusals), None where it can (None: an export from before
+    the option, two passes)."""
+    if features is None:
+        return None
+    if features not in CLASSIFIER_FEATURES:
+        return (
+            f"classifier_features must be one of {', '.join(CLASSIFIER_FEATURES)}, got {features!r}"
+        )
+    if features == "siamese" and box_mode != "siamese":
+        return (
+            f"box_mode {box_mode!r} needs the classifier on the tracker's own backbone: add "
+            "classifier_features=backbone or auto (one backbone pass, classifier_features="
+            "siamese, runs with box_mode 'siamese' only)"
+        )
+    return None
 
 
 def merge_options(export: Export, options: dict) -> dict:
@@ -191,16 +232,9 @@ def merge_options(export: Export, options: dict) -> dict:
                 f"siamese_model {model!r}: this export holds the networks of "
                 f"{', '.join(siamese['models'])} only: export it again (ebmtrack export)"
             )
-    features = params.get("classifier_features", "backbone")
-    if features not in CLASSIFIER_FEATURES:
-        raise ValueError(
-            f"classifier_features must be one of {', '.join(CLASSIFIER_FEATURES)}, got {features!r}"
-        )
-    if features == "siamese" and params["box_mode"] != "siamese":
-        raise ValueError(
-            "classifier_features 'siamese' (one backbone pass: the classifier on the siamese "
-            f"search crop) needs box_mode 'siamese', got {params['box_mode']!r}"
-        )
+    wrong = classifier_features_error(params.get("classifier_features"), params["box_mode"])
+    if wrong is not None:
+        raise ValueError(wrong)
     if params.get("box_climb", "iou") != "iou":
         raise ValueError(
             f"box_climb {params['box_climb']!r}: the lite runtime climbs the box head with ATOM's"

@@ -327,17 +327,20 @@ class SiameseBoxEstimator:
         patch, _ = crop_square(frame, tuple(center), side, EXEMPLAR_SIZE)
         return self._features(patch)
 
+    def search_side(self, size: np.ndarray) -> float:
+        """Side (frame px) of the search crop of a target of ``size`` (w, h): 255 / 127 times
+        the template's (:func:`template_side`); the one-pass trackers crop their search regions
+        with it."""
+        return template_side(size, self.config.siamese_context) * INSTANCE_SIZE / EXEMPLAR_SIZE
+
     def search(
         self, frame: np.ndarray, center: np.ndarray, size: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, float]:
         """The search crop of a target last seen at ``center``, ``size`` (frame px) in ``frame``
         (uint8 RGB): ``(patch, matrix, scale)``, the (255, 255, 3) crop, its frame -> crop map
         and crop px per frame px (module docstring)."""
-        side = template_side(size, self.config.siamese_context)
-        patch, matrix = crop_square(
-            frame, tuple(center), side * INSTANCE_SIZE / EXEMPLAR_SIZE, INSTANCE_SIZE
-        )
-        return patch, matrix, EXEMPLAR_SIZE / side
+        patch, matrix = crop_square(frame, tuple(center), self.search_side(size), INSTANCE_SIZE)
+        return patch, matrix, EXEMPLAR_SIZE / template_side(size, self.config.siamese_context)
 
     def features(self, images: np.ndarray) -> np.ndarray:
         """The backbone's features (N, C, 16, 16) of search crops ``images`` (N, 3, 255, 255)

@@ -32,7 +32,15 @@ from ebmtrack.lite.head import blend_size, load_head, refine_box
 from ebmtrack.lite.localize import Localization, best_scale, localize, upsample_scores
 from ebmtrack.lite.memory import SampleMemory
 from ebmtrack.lite.onnx_session import Session
-from ebmtrack.lite.params import BOX_MODES, POSITION_RULE, SIAMESE, BoxMode, merge_options
+from ebmtrack.lite.params import (
+    BOX_MODES,
+    POSITION_RULE,
+    SIAMESE,
+    BoxMode,
+    backbone_runtime_error,
+    merge_options,
+    one_pass,
+)
 from ebmtrack.lite.position import (
     ClassifierEvidence,
     PositionRuleConfig,
@@ -41,12 +49,10 @@ from ebmtrack.lite.position import (
 )
 from ebmtrack.lite.result import TrackResult, TrackStatus, check_frame_size
 from ebmtrack.lite.siamese import (
-    EXEMPLAR_SIZE,
     INSTANCE_SIZE,
     STRIDE,
     SiameseBoxConfig,
     SiameseBoxEstimator,
-    template_side,
 )
 from ebmtrack.lite.torch_random import TorchGenerator
 
@@ -135,7 +141,7 @@ class LiteTracker:
                 f"{', '.join(sorted(backbone['files']))} only"
             )
         self.backbone_runtime = runtime
-        self.one_pass = params.get("classifier_features", "backbone") == "siamese"
+        self.one_pass = one_pass(params.get("classifier_features"), params["box_mode"])
         self.head = load_head(export, threads) if self.mode.head else None
         self.siamese = None
         if self.mode.siamese:
@@ -146,6 +152,9 @@ class LiteTracker:
                 SiameseBoxConfig(**{name: params[name] for name in SIAMESE}),
                 threads,
             )
+        wrong = backbone_runtime_error(self.one_pass, backbone_runtime)
+        if wrong is not None:
+            raise ValueError(wrong)
         if self.one_pass:  # the classifier on the siamese backbone's search features
             self._backbone = None
             self.layer = "search"
@@ -358,9 +367,7 @@ class LiteTracker:
         """The search region's side (frame px) for a target of ``size``: ATOM's, or with one
         backbone pass the siamese estimator's search crop (:mod:`ebmtrack.lite.siamese`)."""
         if self.one_pass:
-            return template_side(size, self.siamese.config.siamese_context) * (
-                INSTANCE_SIZE / EXEMPLAR_SIZE
-            )
+            return self.siamese.search_side(size)
         return search_region_side(size, self.params["search_area_scale"])
 
     def _crop(self, frame, center, size, factors) -> list[Region]:

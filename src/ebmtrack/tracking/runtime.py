@@ -128,6 +128,14 @@ def check_lite_options(name: str, options: dict) -> None:
     unknown = sorted(set(options) - valid)
     runtime = options.get("backbone_runtime", "auto")
     files = _backbone_files(name)
+    if not unknown:
+        from ebmtrack.lite.params import backbone_runtime_error, one_pass
+
+        params = shipped_lite_export(name).params | options
+        single = one_pass(params.get("classifier_features"), params.get("box_mode", ""))
+        wrong = backbone_runtime_error(single, runtime)
+        if wrong is not None:
+            raise OptionError(wrong, "backbone_runtime")
     if not unknown and runtime != "auto" and runtime not in files:
         raise OptionError(
             f"tracker {name!r}: backbone_runtime={runtime!r}: the shipped export holds "

@@ -24,10 +24,8 @@ from torch import Tensor
 
 from ebmtrack.lite.frames import as_rgb, clip_init_box
 from ebmtrack.lite.siamese import (
-    EXEMPLAR_SIZE,
     INSTANCE_SIZE,
     SiameseBoxEstimator,
-    template_side,
 )
 from ebmtrack.models.backbones.base import Backbone
 from ebmtrack.models.backbones.runtime import BackboneRuntime, feature_extractor
@@ -194,8 +192,8 @@ class SearchRegion:
 
 class SiameseSearchRegion(SearchRegion):
     """The search region of one backbone pass (``classifier_features="siamese"``): around the
-    last centre the siamese box estimator's search crop, side ``template_side(size,
-    siamese_context) * 255 / 127`` resized to 255 px (one region a frame), and its backbone's
+    last centre the siamese box estimator's search crop (side :meth:`~ebmtrack.lite.siamese.
+    SiameseBoxEstimator.search_side`) resized to 255 px (one region a frame), and its backbone's
     (1, C, 16, 16) features (:meth:`~ebmtrack.lite.siamese.SiameseBoxEstimator.features`, one
     crop a call, as the runtime's) as the layer :data:`SIAMESE_LAYER`, on ``device``; the
     first frame's augmented crops are of that side and size. The crops come from
@@ -226,9 +224,7 @@ class SiameseSearchRegion(SearchRegion):
 
     def side(self, size: np.ndarray) -> float:
         """Side in frame px of the siamese search crop of a target of ``size`` (w, h)."""
-        return template_side(size, self.siamese.config.siamese_context) * (
-            INSTANCE_SIZE / EXEMPLAR_SIZE
-        )
+        return self.siamese.search_side(size)
 
     def _extract(self, images: Tensor) -> dict[str, Tensor]:
         arrays = np.ascontiguousarray(images.detach().cpu().numpy(), dtype=np.float32)

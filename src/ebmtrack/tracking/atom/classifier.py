@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ebmtrack.lite.params import one_pass
 from ebmtrack.models.atom_classifier import (
     AtomClassifier,
     ClassifierConfig,
@@ -49,7 +50,14 @@ class GaussNewtonConfig:
     train_skipping: int = 10
     search_size: int = 288
     search_area_scale: float = 5.0
-    classifier_features: str = "backbone"
+    classifier_features: str = "auto"
+    box_mode: str = "refine"
+
+    @property
+    def one_pass(self) -> bool:
+        """Whether the classifier reads the siamese backbone's features
+        (:func:`ebmtrack.lite.params.one_pass`)."""
+        return one_pass(self.classifier_features, self.box_mode)
 
 
 @dataclass(frozen=True)
@@ -123,7 +131,7 @@ class GaussNewtonClassifier:
     def sigma(self, first: FirstFrame) -> float:
         """The labels' std in crop px for the target of ``first`` (class docstring)."""
         params = self.params
-        if params.classifier_features == "siamese":
+        if params.one_pass:
             area = math.sqrt(first.size[0] * first.size[1])
             return params.sigma_factor * area * (self.crop_size / first.side)
         return params.sigma_factor * params.search_size / params.search_area_scale

@@ -97,7 +97,7 @@ def build_atom(
                 f"{weights} holds an IoU-Net for backbone {made_for!r}, not {backbone!r}"
             )
     confidence = resolve_calibrator(calibrator, backbone, "atom")
-    if atom_params.classifier_features == "siamese":  # one pass, the siamese backbone's
+    if atom_params.one_pass:  # one pass, the siamese backbone's
         return tracker_type(None, None, atom_params, confidence)
     net = create_backbone(backbone, pretrained=backbone_weights is None, weights=backbone_weights)
     head_features = "float32"

@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
-from ebmtrack.lite.params import CLASSIFIER_FEATURES
+from ebmtrack.lite.params import (
+    CLASSIFIER_FEATURES,
+    backbone_runtime_error,
+    classifier_features_error,
+    one_pass,
+)
 from ebmtrack.lite.position import PositionRuleConfig
 from ebmtrack.lite.siamese import SIAMESE_MODELS, SiameseBoxConfig
 from ebmtrack.models.precision import PRECISIONS
@@ -38,15 +43,16 @@ class AtomParams(SearchRegionParams):
             bfloat16 exactly on CPUs with native bfloat16 instructions, where it is 1.5x
             (backbone) to 3x (update) faster
             (:func:`~ebmtrack.models.backbones.runtime.select_runtime`; docs/atom.md).
-        classifier_features: which backbone's features the classifier reads, ``backbone`` (two
-            passes) or ``siamese`` (one). ``backbone``: the backbone's, on ATOM's search region
-            (with the siamese box estimator, two backbone passes a frame). ``siamese``: the
-            siamese estimator's backbone's, on its search crop (side 255/127 times its
-            template's, 255 px, stride 16), one pass serving the classifier and the box, the
-            head's window centred on the classifier's peak (box mode ``siamese`` only; the
-            backbone is then neither built nor run, and ``search_area_scale``, ``search_size``
-            and ``backbone_runtime`` are those of ``backbone``, whose backbone an export holds
-            too, so that the runtime can run either).
+        classifier_features: which backbone's features the classifier reads: ``backbone``
+            (the backbone's, on ATOM's search region; with the siamese box estimator, two
+            backbone passes a frame), ``siamese`` (the siamese estimator's backbone's, on its
+            search crop: side 255/127 times its template's, 255 px, stride 16; one pass serving
+            the classifier and the box, the head's window centred on the classifier's peak;
+            box mode ``siamese`` only; the backbone is then neither built nor run, and
+            ``search_area_scale``, ``search_size`` and ``backbone_runtime`` are those of
+            ``backbone``, whose backbone an export holds too, so that the runtime can run
+            either) or ``auto`` (the default: ``siamese`` with box mode ``siamese``, else
+            ``backbone``; :attr:`one_pass`).
 
     Classifier (eq. 2-3):
         projection_dim, filter_size, pelu_alpha, filter_reg, projection_reg: see
@@ -117,7 +123,7 @@ class AtomParams(SearchRegionParams):
     """
 
     precision: str = "auto"
-    classifier_features: str = "backbone"
+    classifier_features: str = "auto"
 
     projection_dim: int = 64
     filter_size: int = 4
@@ -187,22 +193,24 @@ class AtomParams(SearchRegionParams):
                 "precision",
             )
 
+    @property
+    def one_pass(self) -> bool:
+        """Whether the classifier reads the siamese backbone's features: one backbone pass
+        (``classifier_features``, :func:`ebmtrack.lite.params.one_pass`)."""
+        return one_pass(self.classifier_features, self.box_mode)
+
     def _check_classifier_features(self) -> None:
         """``classifier_features`` is known, and ``siamese`` comes with box mode ``siamese``
         (the runtime's refusals, :func:`ebmtrack.lite.params.merge_options`)."""
-        if self.classifier_features not in CLASSIFIER_FEATURES:
-            raise OptionError(
-                f"classifier_features must be one of {', '.join(CLASSIFIER_FEATURES)}, "
-                f"got {self.classifier_features!r}",
-                "classifier_features",
-            )
-        if self.classifier_features == "siamese" and self.box_mode != "siamese":
-            raise OptionError(
-                "classifier_features 'siamese' (one backbone pass: the classifier on the siamese "
-                f"search crop) needs box_mode 'siamese', got {self.box_mode!r}",
-                "classifier_features",
-                "box_mode",
-            )
+        wrong = classifier_features_error(self.classifier_features, self.box_mode)
+        if wrong is not None:
+            names = ["classifier_features"]
+            if self.classifier_features in CLASSIFIER_FEATURES:
+                names.append("box_mode")
+            raise OptionError(wrong, *names)
+        wrong = backbone_runtime_error(self.one_pass, self.backbone_runtime)
+        if wrong is not None:
+            raise OptionError(wrong, "backbone_runtime")
 
     def _check_climb(self) -> None:
         """``box_climb`` is known, and the EBM climb's own fields keep their defaults unless it

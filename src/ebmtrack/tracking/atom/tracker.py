@@ -88,7 +88,7 @@ class AtomTracker(SearchRegionTracker):
     ) -> None:
         params = params or AtomParams()
         device = torch.device(params.device)
-        if params.classifier_features == "siamese":
+        if params.one_pass:
             self.backbone = backbone
             self._one_pass(params, device, box_head, calibrator, mode)
             return

@@ -47,10 +47,12 @@ LONG_TERM = {
 }
 
 # The default: ATOM's classifier finds the target, a tracking-trained siamese box estimator
-# (NanoTrack v2's networks, shipped) decodes its box there; no scale search (one backbone pass
-# of ours a frame). Picked by the rule of docs/results/box-estimator.md on the training pack's
-# held-out clips.
-SIAMESE = {"box_mode": "siamese"}
+# (NanoTrack v3's networks, shipped) decodes its box there; no scale search. One backbone pass a
+# frame: the classifier (its projection 32-dimensional) reads the siamese backbone's features of
+# the siamese search crop. The siamese box by the rule of docs/results/box-estimator.md, one pass,
+# v3 and the projection by that of docs/results/one-pass.md, on the training pack's held-out
+# clips and their look-alike versions.
+SIAMESE = {"box_mode": "siamese", "siamese_model": "v3", "projection_dim": 32}
 
 ATOM = register_tracker(
     "atom",
@@ -59,7 +61,8 @@ ATOM = register_tracker(
         {**SIAMESE, "calibrator": "atom"},
         _PARAMS,
         "ATOM's online classifier finds the target, a tracking-trained siamese box estimator "
-        "(NanoTrack v2's networks) decodes its box there (the default)",
+        "(NanoTrack v3's networks) decodes its box there, both from one backbone pass (the "
+        "default)",
         kind=OUR_TRACKER,
         opencv_class="TrackerATOM",
     ),
