@@ -122,7 +122,7 @@ SHIPPED: tuple[ShippedFile, ...] = (
         "mobilenetv2",
         DEFAULT_TAG,
         "confidence_mobilenetv2.json",
-        "7552145432ec6b035db95256f230b3c0df0b121a52ca9555944f63307da91e43",
+        "efb0b3ce4d7d414218f568b809b41132a2c38947d55344275fe52c40df7b6dfd",
     ),
     # The activation ranges of the int8 backbone (backbone_runtime="onnx-int8").
     ShippedFile("int8-ranges", "mobilenetv2", DEFAULT_TAG, "int8_ranges.json"),
