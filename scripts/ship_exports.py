@@ -35,6 +35,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "src" / "ebmtrack"
 LARGE = (".onnx", ".npz")
+# Trackers whose large files are another's (the same graphs: atom-lt is atom's estimator with
+# the long-term mode): with --keep-graphs, one not shipped yet keeps that one's entries.
+SAME_GRAPHS = {"atom-lt": "atom"}
 
 
 def sha256(data: bytes) -> str:
@@ -58,7 +61,10 @@ def ship(
     manifest = json.loads((source / "manifest.json").read_text())
     kept = {}
     if keep_graphs:
-        old = json.loads((exports / name / "manifest.json").read_text())["files"]
+        shipped = exports / name / "manifest.json"
+        if not shipped.is_file():
+            shipped = exports / SAME_GRAPHS[name] / "manifest.json"
+        old = json.loads(shipped.read_text())["files"]
         kept = {file: entry for file, entry in old.items() if file.endswith(LARGE)}
     backbone = manifest["backbone"]
     for runtime, file in list(backbone["files"].items()):

@@ -41,11 +41,12 @@ from ebmtrack.models.backbones.onnx_files import state_dict_sha256
 from ebmtrack.models.backbones.onnx_runtime import OPSET, OnnxBackbone
 from ebmtrack.models.backbones.runtime import int8_available
 from ebmtrack.tracking.atom import AtomTracker
+from ebmtrack.tracking.atom.longterm import AtomLTTracker
 from ebmtrack.weights import siamese_networks
 
 __all__ = ["EXPORTABLE", "check_destination", "export_tracker"]
 
-EXPORTABLE = "atom and its box modes (atom, atom-iounet, atom-polished)"
+EXPORTABLE = "atom and its box modes (atom, atom-iounet, atom-polished), and atom-lt"
 CALIBRATOR = "calibrator.json"
 BACKBONE_FILES = {"onnx": "backbone-float32.onnx", "onnx-int8": "backbone-int8.onnx"}
 HEAD_FILES = {
@@ -266,7 +267,7 @@ def export_tracker(name: str, out: str | Path, **options) -> Path:
     out = Path(out)
     check_destination(out)
     tracker = create_tracker(name, **options)
-    if type(tracker) is not AtomTracker:
+    if type(tracker) not in (AtomTracker, AtomLTTracker):
         raise ValueError(f"tracker {name!r} cannot be exported: the lite runtime runs {EXPORTABLE}")
     params = tracker.params
     if params.box_mode not in BOX_MODES:
@@ -374,3 +375,6 @@ def copy_state(source: AtomTracker, target) -> None:
     if state.box_model is not None:  # the siamese estimator's template features
         lite_state.template = state.box_model.copy()
     target.confidence._peak_level = source.confidence_estimator._peak_level
+    if lite_state.lost is not None and state.mode is not None:  # the long-term mode's state
+        lite_state.lost.lost, lite_state.lost.misses = state.mode.lost, state.mode.misses
+        lite_state.lost.search.frames = state.mode.search.frames

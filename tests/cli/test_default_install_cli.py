@@ -6,7 +6,7 @@ import re
 
 import pytest
 from cli_helpers import square_sequence
-from default_install import EXTRA, TRAIN_MODULES, one_error_line, run_command
+from default_install import EXTRA, TRAIN_MODULES, one_error_line, run_command, run_python
 
 from ebmtrack.cli.main import missing_module
 from ebmtrack.tracking.runtime import lite_options
@@ -46,6 +46,22 @@ def test_without_torch_a_shipped_tracker_lists_its_exports_options(name):
     assert "[true or false]" in entries["aug_flip"]
     assert "--search-size" not in done.stdout  # the export fixes it
     assert done.stdout.rstrip().endswith("docs/atom.md")
+
+
+def test_without_torch_atom_lt_runs_its_shipped_export(clip, tmp_path):
+    """The long-term tracker ships as an export: ``track`` and ``load_tracker`` run it."""
+    out = tmp_path / "boxes.txt"
+    args = ["track", clip, "--init", "30,20,20,20", "--tracker", "atom-lt", "--no-progress"]
+    done = run_command([*args, "--out", out])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(out.read_text().splitlines()) == 3
+    code = (
+        "import ebmtrack; tracker = ebmtrack.load_tracker('atom-lt'); "
+        "print(type(tracker).__name__, tracker.long_term is not None)"
+    )
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["LiteTracker", "True"]
 
 
 def test_without_torch_a_tracker_that_runs_on_torch_only_is_one_line():

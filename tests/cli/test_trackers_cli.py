@@ -129,7 +129,7 @@ def test_the_list_marks_what_a_tracker_needs_besides_the_default_install(capsys,
     assert main(["trackers"]) == 0
     out = capsys.readouterr().out
     first = {line.split()[0]: line.split()[1] for line in out.splitlines() if line[:1].isalpha()}
-    assert {name for name, word in first.items() if word == "[PyTorch]"} == {"atom-lt", "dimp-nce+"}
+    assert {name for name, word in first.items() if word == "[PyTorch]"} == {"dimp-nce+"}
     assert {name for name, word in first.items() if word == "[--peer-models]"} == {
         "nanotrack",
         "vit",

@@ -229,7 +229,7 @@ def clip(tmp_path_factory) -> Path:
         (["track", "{clip}", "--init", "51,47,25,62", "--runtime", "torch"], "needs PyTorch"),
         (["train", "--preset", "synthetic-smoke", "--out", "{tmp}/t"], "train needs PyTorch"),
         (["regress1d", "--out", "{tmp}/r"], "regress1d needs PyTorch"),
-        (["trackers", "atom-lt"], "atom-lt needs PyTorch"),
+        (["trackers", "dimp-nce+"], "dimp-nce+ needs PyTorch"),
     ],
 )
 def test_without_torch_a_command_that_needs_it_says_so_in_one_line(args, needs, clip, tmp_path):

@@ -19,7 +19,7 @@ __all__ = ["FOLDER", "SHIPPED_EXPORTS", "shipped_export"]
 
 FOLDER = Path(__file__).resolve().parent
 
-SHIPPED_EXPORTS = ("atom", "atom-iounet", "atom-polished")
+SHIPPED_EXPORTS = ("atom", "atom-iounet", "atom-polished", "atom-lt")
 """The registered trackers that ship as exports (``ebmtrack.export.EXPORTABLE``)."""
 
 

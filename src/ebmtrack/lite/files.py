@@ -40,6 +40,7 @@ __all__ = [
     "file_sha256",
     "is_export",
     "read_export",
+    "read_json_object",
 ]
 
 FORMAT = "ebmtrack-lite-export"
@@ -196,3 +197,12 @@ def read_export(folder: str | Path) -> Export:
         _check_value(name, value)
     params = {name: _as_tuples(value) for name, value in raw.items()}
     return Export(folder, manifest, params)
+
+
+def read_json_object(export: Export, name: str) -> dict:
+    """The JSON object in the export's file ``name`` (its calibrator); ValueError for another
+    JSON value."""
+    data = json.loads(export.path(name).read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{export.folder / name}: must hold a JSON object")
+    return data

@@ -1,25 +1,56 @@
-"""The long-term mode's decisions, NumPy only: when a tracked target is lost (:func:`is_lost`),
-which search regions a lost tracker looks at (:func:`tile_centers`, :class:`LostSearch`) and when
-a candidate is the target again (:func:`is_found`); the parameters (:class:`LongTermParams`) and a
-target's long-term state (:class:`LostState`). One definition for the torch trackers' mode
-(:class:`~ebmtrack.tracking.longterm.LongTermMode`) and the torch-free runtime.
+"""The long-term mode's decisions, NumPy only, one definition for the torch trackers' mode
+(:class:`~ebmtrack.tracking.longterm.LongTermMode`) and the torch-free runtime
+(:class:`~ebmtrack.lite.tracker.LiteTracker`): when a tracked target is lost (:func:`is_lost`,
+:func:`review`), which search regions a lost tracker looks at (:func:`tile_centers`,
+:class:`LostSearch`), and when a candidate is the target again (:func:`reacquire`:
+:func:`is_found`, :func:`confirmed`); the parameters (:class:`LongTermParams`) and a target's
+long-term state (:class:`LostState`).
+
+Two experts judge the target: ATOM's classifier (its score map's peak) and, with one backbone
+pass, the siamese head (:mod:`ebmtrack.lite.siamese`: its target probability at the box it
+decodes, from the same features). A tracked frame is a miss when the classifier does not find
+the target (its peak below ``target_not_found_threshold``) **or** the head's probability at its
+box is below ``lost_siamese_threshold``; ``lost_after`` misses in a row and the target is lost.
+While lost, each frame searches at most ``lost_crops`` regions (the last position and whole-frame
+tiles, :class:`LostSearch`), each through the backbone once; a region's classifier peak is a
+candidate when it passes :func:`is_found`, and a candidate is the target when the head, decoding
+that region's features with its window on the peak, confirms it (:func:`confirmed`). A
+``lost_siamese_threshold`` of 0 leaves the classifier alone to decide both (as with two backbone
+passes, where the lost regions have no siamese features).
+
+The runtime runs the mode when its export's parameters hold every field of
+:class:`LongTermParams` (:func:`long_term_params`; the export of ``atom-lt`` does).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ebmtrack.lite.crop import apply_matrix, invert_affine
+from ebmtrack.lite.localize import upsample_scores
+from ebmtrack.lite.position import ClassifierEvidence, classifier_prior
 from ebmtrack.lite.result import TrackResult, TrackStatus
+from ebmtrack.lite.siamese import SiameseBoxEstimator, SiameseFrame
 
 __all__ = [
+    "LONG_TERM",
     "LongTermParams",
     "LostSearch",
     "LostState",
+    "Reacquired",
+    "confirmed",
+    "head_decoder",
     "is_found",
     "is_lost",
+    "long_term_params",
+    "lost_candidates",
+    "reacquire",
+    "review",
+    "siamese_threshold_error",
     "tile_centers",
 ]
 
@@ -40,6 +71,10 @@ class LongTermParams:
         lost_crops: search regions per lost frame (the cost bound: one backbone batch of this
             many crops), the one at the last position included; >= 2.
         tile_overlap: overlap of neighbouring whole-frame tiles, as a fraction of their side.
+        lost_siamese_threshold: the siamese head's bound (with one backbone pass): a tracked
+            frame whose head's target probability at its box is below this is a miss, and a
+            lost tracker's candidate is taken only where the head's probability there reaches
+            it; 0: the classifier alone decides.
     """
 
     lost_after: int = 1
@@ -47,12 +82,42 @@ class LongTermParams:
     redetect_near_threshold: float | None = None
     lost_crops: int = 4
     tile_overlap: float = 0.25
+    lost_siamese_threshold: float = 0.0
 
 
-def is_lost(result: TrackResult) -> bool:
+LONG_TERM = tuple(field.name for field in fields(LongTermParams))
+"""The long-term mode's parameters: an export whose ``params.json`` holds them runs the mode."""
+
+
+def long_term_params(params: Mapping) -> LongTermParams | None:
+    """The long-term mode's parameters of an export's ``params`` (options applied), None where
+    it holds none of them (a short-term tracker); ValueError where it holds some only."""
+    present = [name for name in LONG_TERM if name in params]
+    if not present:
+        return None
+    missing = [name for name in LONG_TERM if name not in params]
+    if missing:
+        raise ValueError(
+            f"params.json holds the long-term mode's {', '.join(present)} but lacks "
+            f"{', '.join(missing)}: export the tracker again (ebmtrack export)"
+        )
+    return LongTermParams(**{name: params[name] for name in LONG_TERM})
+
+
+def is_lost(result: TrackResult, siamese_score: float = math.nan, threshold: float = 0.0) -> bool:
     """Whether a tracked frame's result says the target is gone: the short-term tracker's own
-    not-found test (its classifier's peak below ``target_not_found_threshold``)."""
-    return result.status == TrackStatus.NOT_FOUND
+    not-found test (its classifier's peak below ``target_not_found_threshold``), or the siamese
+    head's target probability ``siamese_score`` at the frame's box below ``threshold`` (> 0;
+    NaN: no head decoded a box, no evidence)."""
+    if result.status == TrackStatus.NOT_FOUND:
+        return True
+    return threshold > 0 and siamese_score < threshold
+
+
+def confirmed(siamese_score: float, params: LongTermParams) -> bool:
+    """Whether the siamese head confirms a lost tracker's candidate: its target probability
+    reaches ``lost_siamese_threshold`` (always where that is 0)."""
+    return params.lost_siamese_threshold <= 0 or siamese_score >= params.lost_siamese_threshold
 
 
 def is_found(score: float, params: LongTermParams, near: bool = False) -> bool:
@@ -93,6 +158,7 @@ class LostSearch:
         self.crops = crops
         self.overlap = overlap
         self.frames = 0
+        self.last = np.zeros((0, 2))  # the centres of the last call
 
     def reset(self) -> None:
         """Start a new loss: the next frame searches the nearest tiles first."""
@@ -107,7 +173,8 @@ class LostSearch:
         first = self.frames * per_frame
         picked = tiles[order[(first + np.arange(per_frame)) % len(tiles)]]
         self.frames += 1
-        return np.concatenate([np.asarray(center, dtype=np.float64)[None], picked])
+        self.last = np.concatenate([np.asarray(center, dtype=np.float64)[None], picked])
+        return self.last
 
 
 @dataclass
@@ -124,3 +191,126 @@ class LostState:
     search: LostSearch
     lost: bool = False
     misses: int = 0
+
+    @classmethod
+    def of(cls, params: LongTermParams) -> LostState:
+        """A new target's long-term state (tracking, not lost)."""
+        return cls(LostSearch(params.lost_crops, params.tile_overlap))
+
+
+def review(
+    lost: LostState, params: LongTermParams, result: TrackResult, siamese_score: float = math.nan
+) -> TrackResult:
+    """A tracked frame's ``result`` as the long-term mode reports it: counted a miss where
+    :func:`is_lost` holds (``siamese_score``: the head's target probability at the frame's box,
+    NaN where none was decoded); ``lost_after`` misses in a row and the target is lost (the
+    result ``lost``, the next frame searches the nearest tiles first)."""
+    miss = is_lost(result, siamese_score, params.lost_siamese_threshold)
+    lost.misses = lost.misses + 1 if miss else 0
+    if lost.misses < params.lost_after:
+        return result
+    lost.lost = True
+    lost.search.reset()
+    return TrackResult(result.box, result.score, TrackStatus.LOST)
+
+
+def lost_candidates(peaks: Sequence[float], params: LongTermParams) -> list[int]:
+    """The regions of a lost frame whose classifier peak passes :func:`is_found` (region 0, at
+    the last position, with the lower bar near it), highest peak first (ties: the first)."""
+    passing = [i for i, peak in enumerate(peaks) if is_found(peak, params, near=i == 0)]
+    return sorted(passing, key=lambda i: -peaks[i])
+
+
+@dataclass(frozen=True)
+class Reacquired:
+    """A lost target found again: its ``center`` (2,) in frame px, its ``size`` (2,) (the
+    siamese head's box; None: the classifier alone, the last size kept) and ``score``, the
+    classifier's peak there."""
+
+    center: np.ndarray
+    size: np.ndarray | None
+    score: float
+
+
+Decoder = Callable[[int, np.ndarray], SiameseFrame]
+"""The siamese head on a lost frame's region ``i``, its window on a frame point (2,)."""
+
+
+def head_decoder(
+    siamese: SiameseBoxEstimator,
+    search: np.ndarray,
+    template: np.ndarray,
+    centers: np.ndarray,
+    size: np.ndarray,
+    scale: float,
+    scores: np.ndarray,
+    matrices: Sequence[np.ndarray],
+    stride: float,
+    classifier_weight: float,
+) -> Decoder:
+    """The siamese head on a lost frame's regions, as a tracked frame's one-pass box is decoded
+    (:meth:`~ebmtrack.lite.siamese.SiameseBoxEstimator.decode`): region ``i``'s ``search``
+    features (N, C, 16, 16), the target's ``template``, the region cropped around ``centers[i]``
+    (frame px) at ``scale`` crop px per frame px for a target of the last ``size``, the
+    classifier's raw ``scores[i]`` (H, W) on it (frame -> crop ``matrices[i]``, ``stride``) as
+    its prior with ``classifier_weight``, the window on the given frame point."""
+
+    def decode(index: int, point: np.ndarray) -> SiameseFrame:
+        evidence = ClassifierEvidence(scores[index], matrices[index], stride, TrackStatus.NORMAL)
+        return siamese.decode(
+            search[index : index + 1],
+            template,
+            centers[index],
+            size,
+            scale,
+            classifier_prior(evidence, classifier_weight),
+            window_center=point,
+        )
+
+    return decode
+
+
+def reacquire(
+    lost: LostState,
+    params: LongTermParams,
+    scores: np.ndarray,
+    upsample: int,
+    stride: float,
+    matrices: Sequence[np.ndarray],
+    decode: Decoder | None = None,
+) -> tuple[float, Reacquired | None]:
+    """A lost frame's verdict from the classifier's score maps ``scores`` (N, H, W) of its N
+    regions (region 0 at the last position; cell (i, j) at crop px (j, i) x ``stride``; frame ->
+    crop ``matrices``), upsampled ``upsample`` times as a tracked frame's, and, with ``decode``,
+    the siamese head's: the candidates of :func:`lost_candidates` in turn, the first one
+    :func:`confirmed` by the head re-acquired (``lost`` back to tracking). Returns
+    ``(score, found)``: the classifier's peak of the re-acquired region (else its best over all),
+    and the target (None: still lost)."""
+    fine = np.stack([upsample_scores(np.asarray(map_, np.float32), upsample) for map_ in scores])
+    cell = stride / upsample
+    peaks = fine.reshape(len(fine), -1).max(axis=1)
+    for index in lost_candidates(peaks.tolist(), params):
+        row, col = divmod(int(np.argmax(fine[index])), fine.shape[2])
+        point = apply_matrix(invert_affine(matrices[index]), np.array([col * cell, row * cell]))
+        size = None
+        if decode is not None:
+            head = decode(index, point)
+            if not confirmed(head.score, params):
+                continue
+            point, size = head.center, head.size
+        lost.lost, lost.misses = False, 0
+        return float(peaks[index]), Reacquired(point, size, float(peaks[index]))
+    return float(peaks.max()), None
+
+
+def siamese_threshold_error(params: LongTermParams, one_pass: bool) -> str | None:
+    """Why ``lost_siamese_threshold`` cannot be set (one line, both runtimes' refusal), None
+    where it can: the head's evidence on lost regions needs their siamese features, one
+    backbone pass."""
+    if params.lost_siamese_threshold == 0 or one_pass:
+        return None
+    return (
+        f"lost_siamese_threshold {params.lost_siamese_threshold!r} reads the siamese head on the "
+        "classifier's features: it needs one backbone pass (box_mode 'siamese', "
+        "classifier_features auto or siamese); 0 leaves the classifier alone"
+    )

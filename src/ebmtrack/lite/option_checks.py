@@ -194,6 +194,7 @@ RANGES: dict[str, Range] = {
     "tile_overlap": Range(0, 1, high_open=True),
     "redetect_threshold": _ANY,
     "redetect_near_threshold": _ANY,  # or None: the same threshold everywhere
+    "lost_siamese_threshold": _FRACTION,  # 0: the siamese head's evidence unread
 }
 """Every numeric option of our trackers -> the values it takes."""
 

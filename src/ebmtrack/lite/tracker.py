@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +25,12 @@ from ebmtrack.lite.crop import (
     invert_affine,
     search_region_side,
 )
-from ebmtrack.lite.files import Export, read_export
+from ebmtrack.lite.files import Export, read_export, read_json_object
 from ebmtrack.lite.frames import as_rgb, clamp_target, clip_init_box
 from ebmtrack.lite.head import blend_size, load_head, refine_box
 from ebmtrack.lite.localize import Localization, best_scale, localize, upsample_scores
+from ebmtrack.lite.longterm import LostState, long_term_params, review, siamese_threshold_error
+from ebmtrack.lite.lost import LostFrames
 from ebmtrack.lite.memory import SampleMemory
 from ebmtrack.lite.onnx_session import Session
 from ebmtrack.lite.params import (
@@ -54,6 +55,7 @@ from ebmtrack.lite.siamese import (
     SiameseBoxConfig,
     SiameseBoxEstimator,
 )
+from ebmtrack.lite.state import Region, State
 from ebmtrack.lite.torch_random import TorchGenerator
 
 __all__ = ["BOX_MODES", "BoxMode", "LiteTracker", "load"]
@@ -63,39 +65,7 @@ BACKBONE_RUNTIMES = ("auto", "onnx", "onnx-int8")
 TRAINING_DTYPES = ("float32", "float64")
 
 
-@dataclass
-class Region:
-    """One search region: the (S, S, 3) crop, the frame -> crop ``matrix``, the ``scale`` in
-    crop px per frame px and its side ``factor``."""
-
-    patch: np.ndarray
-    matrix: np.ndarray
-    scale: float
-    factor: float = 1.0
-
-
-@dataclass
-class State:
-    """The target between frames: centre and size (frame px), the least size, frames seen, the
-    memory, the classifier's projection (D, C) and filter (D, k, k), the head's modulation, the
-    siamese estimator's template features."""
-
-    center: np.ndarray
-    size: np.ndarray
-    min_size: np.ndarray
-    frame_index: int
-    memory: SampleMemory
-    projection: np.ndarray
-    filter: np.ndarray
-    modulation: list[np.ndarray] | None = None
-    template: np.ndarray | None = None
-    frame_size: tuple[int, ...] = ()  # (height, width) of the first frame
-
-    def box(self) -> np.ndarray:
-        return np.concatenate([self.center - self.size / 2, self.size])
-
-
-class LiteTracker:
+class LiteTracker(LostFrames):
     """A tracker loaded from an export (:func:`load`), with the torch trackers' interface:
     ``initialize(frame, box)``, then ``track(frame)`` -> :class:`~ebmtrack.lite.result.
     TrackResult` per frame. Frames are RGB uint8 (H, W, 3), or grayscale (H, W).
@@ -142,6 +112,11 @@ class LiteTracker:
             )
         self.backbone_runtime = runtime
         self.one_pass = one_pass(params.get("classifier_features"), params["box_mode"])
+        # the long-term mode where the export's params hold its fields (lite.longterm)
+        self.long_term = long_term_params(params)
+        wrong = self.long_term and siamese_threshold_error(self.long_term, self.one_pass)
+        if wrong:
+            raise ValueError(wrong)
         self.head = load_head(export, threads) if self.mode.head else None
         self.siamese = None
         if self.mode.siamese:
@@ -178,7 +153,7 @@ class LiteTracker:
         )
         calibrator = manifest.get("calibrator")
         self.confidence = ConfidenceEstimator(
-            Calibrator(_calibrator_entry(export, calibrator)) if calibrator else None
+            Calibrator(read_json_object(export, calibrator)) if calibrator else None
         )
         self.factors = (1.0, *params["scale_factors"]) if self.mode.scale_search else (1.0,)
         size = self.search_size
@@ -254,6 +229,7 @@ class LiteTracker:
             modulation=modulation,
             template=None if self.siamese is None else self.siamese.template(frame, center, size),
             frame_size=frame.shape[:2],
+            lost=None if self.long_term is None else LostState.of(self.long_term),
         )
         self._clamp(self._state, frame.shape)
         self.confidence.reset()
@@ -271,6 +247,8 @@ class LiteTracker:
         check_frame_size(state.frame_size, frame)
         self._clamp(state, frame.shape)
         state.frame_index += 1
+        if state.lost is not None and state.lost.lost:
+            return self._lost_frame(frame, state, timings, tic)
         regions = self._crop(frame, state.center, state.size, factors)
         tic = self._lap(timings, "crop", tic)
         images = self._images[: len(regions)]
@@ -287,7 +265,7 @@ class LiteTracker:
         target_crop = state.size * region.scale
         found = self._localize(scores[best], target_crop)
         tic = self._lap(timings, "classifier", tic)
-        status, reported = found.status, None
+        status, reported, state.box_score = found.status, None, math.nan
         if status != TrackStatus.NOT_FOUND:
             refine = status != TrackStatus.UNCERTAIN or params["update_scale_when_uncertain"]
             position = np.asarray(found.position, dtype=np.float64)
@@ -330,7 +308,10 @@ class LiteTracker:
         self._lap(timings, "confidence", tic)
         self.last_timings = timings
         box = state.box() if reported is None else reported
-        return TrackResult(box, found.score, status, confidence)
+        result = TrackResult(box, found.score, status, confidence)
+        if state.lost is None:
+            return result
+        return review(state.lost, self.long_term, result, state.box_score)
 
     # ------------------------------------------------------------------ pieces
     @staticmethod
@@ -425,6 +406,7 @@ class LiteTracker:
                     frame, apply_matrix(inverse, position), state.size, state.template, prior
                 )
             state.size = bounded_size(found.size, state.size, evidence, rule)
+            state.box_score = found.score
             center_crop = apply_matrix(region.matrix, found.center)
         elif factor != 1.0 and refine:
             state.size = blend_size(state.size, state.size * factor, params["size_update_rate"])
@@ -451,15 +433,6 @@ class LiteTracker:
                     reported = np.concatenate([apply_matrix(inverse, box_center) - size / 2, size])
         state.center = apply_matrix(inverse, center_crop)
         return reported
-
-
-def _calibrator_entry(export: Export, name: str) -> dict:
-    import json
-
-    data = json.loads(export.path(name).read_text(encoding="utf-8"))
-    if not isinstance(data, dict):
-        raise ValueError(f"{export.folder / name}: must hold a JSON object")
-    return data
 
 
 def load(

@@ -92,6 +92,8 @@ class TargetState:
             peaks (:class:`~ebmtrack.tracking.confidence.ConfidenceEstimator`).
         mode: the per-target state of the tracker's :class:`Mode` (the long-term mode's
             :class:`~ebmtrack.tracking.longterm.LostState`), None without one.
+        box_score: the box estimator's own score of the last frame's box (the siamese head's
+            target probability, which the long-term mode reads), NaN where none decoded one.
         frame_size: (height, width) of the first frame; every frame must have it.
     """
 
@@ -106,6 +108,7 @@ class TargetState:
     confidence_estimator: ConfidenceEstimator = field(default_factory=ConfidenceEstimator)
     mode: Any = None
     frame_size: tuple[int, ...] = ()
+    box_score: float = math.nan
 
     def box(self) -> np.ndarray:
         """(x, y, w, h) in frame px."""
@@ -410,6 +413,7 @@ class SearchRegionTracker:
         status = found.status
         reported = None
         self.box_estimator.last_value = math.nan
+        state.box_score = math.nan
         if status != TrackStatus.NOT_FOUND:
             refine = status != TrackStatus.UNCERTAIN or params.update_scale_when_uncertain
             region_feats = {

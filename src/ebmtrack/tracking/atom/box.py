@@ -348,7 +348,7 @@ class SiameseBox(PositionBox):
             prior = classifier_prior(evidence, self.rule.classifier_weight)
             found = self.siamese.locate(frame, state.center, state.size, state.box_model, prior)
             state.size = bounded_size(found.size, state.size, evidence, self.rule)
-            state.center = found.center
+            state.center, state.box_score = found.center, found.score
         return None
 
 
@@ -381,7 +381,7 @@ class SiameseOnePassBox(SiameseBox):
                 window_center=state.center,
             )
             state.size = bounded_size(found.size, state.size, evidence, self.rule)
-            state.center = found.center
+            state.center, state.box_score = found.center, found.score
         return None
 
 
