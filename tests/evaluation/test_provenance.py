@@ -46,6 +46,20 @@ def test_a_tracker_of_ours_names_its_weights_precision_and_runtime():
     assert heads["classifier"] == state_dict_sha256(dimp.classifier.net)  # the learnt one
 
 
+def test_one_pass_names_the_siamese_backbone_it_runs():
+    # the default runs no backbone of the export's: its provenance says which one it runs
+    lite = tracker_provenance(ebmtrack.load_tracker("atom"))
+    export = ebmtrack.load_tracker("atom").export.manifest
+    backbone_file = export["siamese"]["models"]["v3"]["backbone"]
+    assert lite["backbone"] == "nanotrack-v3" and lite["backbone_precision"] == "float32"
+    assert lite["backbone_weights_sha256"] == export["files"][backbone_file]["sha256"]
+    two = tracker_provenance(ebmtrack.load_tracker("atom", **TWO_PASS))
+    assert two["backbone"] == "mobilenetv2" and two["backbone_precision"] == "int8"
+    assert tracker_provenance(ebmtrack.load_tracker("atom", runtime="torch"))["backbone"] == (
+        "nanotrack-v3"
+    )
+
+
 def test_demo_and_eval_metrics_record_what_made_them(tmp_path, drift_tracker):
     config = DemoConfig(tmp_path / "demo", tracker="kcf", max_frames=3, video=False, progress=False)
     run_demo(config)

@@ -65,22 +65,30 @@ def tracker_provenance(tracker) -> dict:
     weights file, precision, backbone runtime, device and a sha256 of each head's weights (the
     state dict's names and values: the same weights give the same hash, whatever file held
     them); for the torch-free runtime (``runtime`` ``lite``) the backbone and the sha256 of the
-    ONNX file it runs, the precision of the tracker's arithmetic and of its backbone (``int8``
-    for ``onnx-int8``), device ``cpu``, ONNX Runtime's intra-op ``threads`` and the sha256 of
-    each file of its export; for OpenCV's DNN trackers the sha256 of their model files."""
+    ONNX file it runs (with one backbone pass the siamese estimator's, ``nanotrack-v3``), the
+    precision of the tracker's arithmetic and of its backbone (``int8`` for ``onnx-int8``),
+    device ``cpu``, ONNX Runtime's intra-op ``threads`` and the sha256 of each file of its
+    export; for OpenCV's DNN trackers the sha256 of their model files."""
     info = {"class": type(tracker).__name__}
     export = getattr(tracker, "export", None)
     if export is not None:  # the torch-free runtime: the export's files say what it computes
-        backbone = export.manifest["backbone"]
         files = export.manifest["files"]
-        runtime = tracker.backbone_runtime
         info["runtime"] = "lite"
         info["tracker"] = tracker.name
-        info["backbone"] = backbone["name"]
-        info["backbone_weights_sha256"] = files[backbone["files"][runtime]]["sha256"]
+        if getattr(tracker, "one_pass", False):  # the siamese backbone's one pass, float32
+            model = tracker.params["siamese_model"]
+            name = export.manifest["siamese"]["models"][model]["backbone"]
+            info["backbone"] = f"nanotrack-{model}"
+            info["backbone_weights_sha256"] = files[name]["sha256"]
+            info["backbone_precision"], info["backbone_runtime"] = "float32", "onnx"
+        else:
+            backbone = export.manifest["backbone"]
+            runtime = tracker.backbone_runtime
+            info["backbone"] = backbone["name"]
+            info["backbone_weights_sha256"] = files[backbone["files"][runtime]]["sha256"]
+            info["backbone_precision"] = "int8" if runtime == "onnx-int8" else "float32"
+            info["backbone_runtime"] = runtime
         info["precision"] = str(tracker.training_dtype)
-        info["backbone_precision"] = "int8" if runtime == "onnx-int8" else "float32"
-        info["backbone_runtime"] = runtime
         info["device"] = "cpu"  # ONNX Runtime's CPU provider
         info["threads"] = tracker.threads
         info["export_files_sha256"] = {
@@ -88,10 +96,13 @@ def tracker_provenance(tracker) -> dict:
         }
         return info
     backbone = getattr(tracker, "backbone", None)
+    params = getattr(tracker, "params", None)
+    if getattr(params, "one_pass", False):  # the siamese estimator's backbone, not ours
+        backbone = None
+        info["backbone"] = f"nanotrack-{params.siamese_model}"
     if backbone is not None:
         info["backbone"] = getattr(backbone, "name", type(backbone).__name__)
         info["backbone_weights_sha256"] = getattr(backbone, "weights_sha256", None)
-    params = getattr(tracker, "params", None)
     if params is not None:
         dtype = getattr(tracker, "dtype", None)
         info["precision"] = (
