@@ -33,8 +33,8 @@ class TrackStatus(str, enum.Enum):
     UNCERTAIN = "uncertain"
     HARD_NEGATIVE = "hard_negative"
     NOT_FOUND = "not_found"
-    # A long-term tracker has lost the target and searches for it (ebmtrack.tracking.longterm):
-    # the box is its best candidate so far, below the re-acquisition test, not the target's.
+    # A long-term tracker has lost the target and searches for it (ebmtrack.lite.longterm): the
+    # box is the last one it tracked, not the target's.
     LOST = "lost"
 
 
