@@ -39,7 +39,7 @@ def test_eval_on_ray_writes_the_local_results(tmp_path, local_ray, capsys):
     assert main([*common, "--out", str(tmp_path / "ray"), "--ray"]) == 0
     assert "4 sequence runs done, 0 found from before, 0 failed" in capsys.readouterr().out
     local, on_ray = result_files(tmp_path / "local"), result_files(tmp_path / "ray")
-    assert len(local) == 2 * 2 * 2 + 2 * 2  # boxes, confidences; options, provenance
+    assert len(local) == 2 * 2 * 3 + 2 * 2  # boxes, confidences, statuses; options, provenance
     assert on_ray == local
     times = sorted((tmp_path / "ray" / "results").rglob("*_time.txt"))
     assert len(times) == 4

@@ -77,7 +77,7 @@ def test_a_reused_tracker_writes_what_a_new_one_writes(tmp_path, sequences, fres
             result_files(tmp_path / f"new{index}"),
             result_files(tmp_path / f"reused{index}"),
         )
-        assert len(new) == 2 and reused == new, index  # boxes and confidences
+        assert len(new) == 3 and reused == new, index  # boxes, confidences and statuses
 
 
 @pytest.mark.parametrize("name", [*TRACKERS, "atom-lt"])

@@ -158,16 +158,19 @@ def run_job(
     reuse: bool = False,
 ) -> None:
     """Track one sequence, with the generators seeded by :func:`job_seed`, and write its results
-    (with each frame's score and confidence). ``reuse``: take the tracker an earlier job of this
-    process left where it is the same, and leave this one for the next
+    (with each frame's score, confidence and status). ``reuse``: take the tracker an earlier
+    job of this process left where it is the same, and leave this one for the next
     (:mod:`ebmtrack.evaluation.tracker_cache`; the workers' route)."""
     spec = job.tracker
     lent = lend(spec.factory, spec.options) if reuse else nullcontext(spec.create)
     name, run, sequence = spec.name, job.run, job.sequence.name
     scores = np.full((len(job.sequence), 2), np.nan)
+    statuses = np.full(len(job.sequence), "init", dtype=object)
 
     def on_result(index: int, result: TrackResult) -> None:
         scores[index] = (result.score, getattr(result, "confidence", np.nan))
+        status = getattr(result.status, "value", result.status)
+        statuses[index] = "_".join(str(status).split()) or "unknown"
 
     with lent as make:
         tracker = make()
@@ -181,7 +184,7 @@ def run_job(
             lines = trajectory_lines(boxes, codes)
             write_trajectory_result(out_dir, name, run, sequence, lines, times)
         else:
-            write_result(out_dir, name, run, sequence, boxes, times, scores)
+            write_result(out_dir, name, run, sequence, boxes, times, scores, statuses)
     except OSError as err:
         raise ResultsNotWritten(
             f"cannot write results to {out_dir}: {err.strerror or err}"

@@ -17,6 +17,15 @@ where the target is present and 0 where it is absent:
   IoU >= 0.5 (0: on the return frame itself; inf: never).
 - AUC (OTB success) over the frames where the target is present.
 
+OxUvA's scores (its toolkit's ``assess``) read the same frames as a detection of presence: a
+frame is predicted present when the tracker does not say the target is gone (its status) and,
+at a threshold ``tau``, its confidence is >= ``tau``. Over all frames of all sequences pooled,
+**TPR** is the share of present frames predicted present with IoU >= 0.5, **TNR** the share of
+absent frames predicted absent, and **MaxGM** the toolkit's best geometric mean ``sqrt(TPR
+TNR)`` on the segment from the operating point to (TPR 0, TNR 1), which a tracker reaches by
+also reporting absence at random (:func:`max_geometric_mean`); :func:`oxuva_points` gives the
+operating point of every threshold, as the toolkit's ``posthoc_threshold`` traces them.
+
 Frame 0, the initialisation, is left out of every score.
 """
 
@@ -34,18 +43,29 @@ from ebmtrack.tracking.base import Tracker
 from ebmtrack.tracking.init_box import clip_init_box
 
 __all__ = [
+    "LOST_STATUSES",
+    "OXUVA_IOU",
     "REACQUIRE_IOU",
     "LongTermRun",
     "LongTermScore",
+    "OxUvAScore",
+    "confidences",
     "determine_thresholds",
     "f_score",
+    "frame_scores",
     "frames_to_reacquire",
+    "max_geometric_mean",
+    "oxuva_points",
     "precision_recall",
     "score_long_term",
+    "score_oxuva",
     "track_long_term",
 ]
 
 REACQUIRE_IOU = 0.5
+OXUVA_IOU = 0.5  # OxUvA's true positive: present, predicted present, IoU >= this
+LOST_STATUSES = ("lost",)
+"""The statuses that say the target is not there (a prediction at no threshold), by default."""
 
 
 @dataclass(frozen=True)
@@ -85,12 +105,14 @@ def track_long_term(
     return LongTermRun(boxes, scores, statuses.astype(str), times)
 
 
-def confidences(scores: np.ndarray, statuses: np.ndarray) -> np.ndarray:
+def confidences(
+    scores: np.ndarray, statuses: np.ndarray, absent: tuple[str, ...] = LOST_STATUSES
+) -> np.ndarray:
     """Scores (N,) as confidences: NaN (no score) becomes +inf, a prediction at every tau; a
-    frame whose status is ``lost`` -inf, a prediction at none."""
+    frame whose status is one of ``absent`` (``lost``) -inf, a prediction at none."""
     scores = np.asarray(scores, dtype=np.float64)
     scores = np.where(np.isnan(scores), np.inf, scores)
-    return np.where(np.asarray(statuses) == "lost", -np.inf, scores)
+    return np.where(np.isin(np.asarray(statuses, dtype=str), absent), -np.inf, scores)
 
 
 def determine_thresholds(scores: np.ndarray, resolution: int = 100) -> np.ndarray:
@@ -186,23 +208,31 @@ class LongTermScore:
         return float(np.median(self.reacquire)) if self.reacquire else float("nan")
 
 
-def _per_frame(run: LongTermRun, sequence: Sequence) -> tuple[np.ndarray, ...]:
+def frame_scores(
+    run: LongTermRun, sequence: Sequence, absent: tuple[str, ...] = LOST_STATUSES
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(overlaps, present, confidence), each (N - 1,), of the frames after the first: the IoU
+    with the ground truth (0 where the target is absent), whether it is present
+    (:meth:`Sequence.annotated`) and :func:`confidences`."""
     if len(run.boxes) != len(sequence):
         raise ValueError(f"{sequence.name}: {len(run.boxes)} boxes for {len(sequence)} frames")
     present = sequence.annotated()[1:]
     truth = np.where(present[:, None], sequence.ground_truth[1:], 0.0)
     overlaps = np.where(present, M.box_iou(run.boxes[1:], truth), 0.0)
-    return overlaps, present, confidences(run.scores[1:], run.statuses[1:])
+    return overlaps, present, confidences(run.scores[1:], run.statuses[1:], absent)
 
 
 def score_long_term(
-    runs: list[tuple[Sequence, LongTermRun]], resolution: int = 100
+    runs: list[tuple[Sequence, LongTermRun]],
+    resolution: int = 100,
+    absent: tuple[str, ...] = LOST_STATUSES,
 ) -> LongTermScore:
     """Score one tracker's runs (pairs of a sequence and its run; several runs of a sequence
-    count as several sequences)."""
+    count as several sequences); a frame whose status is one of ``absent`` is a prediction at
+    no threshold."""
     if not runs:
         raise ValueError("score_long_term needs at least one run")
-    frames = [_per_frame(run, sequence) for sequence, run in runs]
+    frames = [frame_scores(run, sequence, absent) for sequence, run in runs]
     thresholds = determine_thresholds(np.concatenate([c for _, _, c in frames]), resolution)
     curves = [precision_recall(o, p, c, thresholds) for o, p, c in frames]
     precision = np.mean([pr for pr, _ in curves], axis=0)
@@ -220,4 +250,96 @@ def score_long_term(
         per_sequence.append((sequence.name, float(f_score(pr[best], re[best])), auc, delays))
     return LongTermScore(
         thresholds, precision, recall, f, best, reacquire, float(np.mean(aucs)), per_sequence
+    )
+
+
+def max_geometric_mean(tpr, tnr) -> np.ndarray:
+    """OxUvA's MaxGM of operating points (TPR, TNR): the largest ``sqrt(x y)`` on the segment
+    from (TNR, TPR) to (TNR 1, TPR 0), the toolkit's ``max_geometric_mean_line(TNR, TPR, 1,
+    0)`` (it checks both ends and, where the quadratic ``(1 - t) TPR ((1 - t) TNR + t)`` is
+    concave, its peak: ``sqrt(TPR / (1 - TNR)) / 2`` at ``t = (1 - 2 TNR) / (2 - 2 TNR)``)."""
+    tpr, tnr = np.asarray(tpr, dtype=np.float64), np.asarray(tnr, dtype=np.float64)
+    ends = np.sqrt(tpr * tnr)  # t = 0; t = 1 gives 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        peak = np.sqrt(tpr / (1.0 - tnr)) / 2.0
+    inside = (tpr > 0) & (tnr < 1) & (tnr <= 0.5)  # concave, peak at t in [0, 1]
+    return np.where(inside, np.maximum(ends, np.where(inside, peak, 0.0)), ends)
+
+
+def oxuva_points(
+    hits: np.ndarray, present: np.ndarray, confidence: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(thresholds, TPR, TNR), each (T,), thresholds decreasing: the operating point at each
+    distinct confidence a frame predicted present has (the toolkit's ``posthoc_threshold``,
+    less its first point, where nothing is predicted present and MaxGM is 0).
+
+    Args:
+        hits: (N,) bool, the target present and the box's IoU >= :data:`OXUVA_IOU`.
+        present: (N,) bool, the target in the frame.
+        confidence: (N,) as :func:`confidences` gives it (-inf: predicted absent at every
+            threshold; +inf: present at every one).
+    """
+    hits, present = np.asarray(hits, dtype=bool), np.asarray(present, dtype=bool)
+    confidence = np.asarray(confidence, dtype=np.float64)
+    num_present, num_absent = int(present.sum()), int((~present).sum())
+    candidates = confidence > -np.inf
+    order = np.argsort(-confidence[candidates], kind="stable")
+    values = confidence[candidates][order]
+    true_pos = np.cumsum((hits & present)[candidates][order])
+    false_pos = np.cumsum(~present[candidates][order])
+    last = np.r_[values[1:] != values[:-1], True] if values.size else np.zeros(0, bool)
+    if not last.any():  # nothing is ever predicted present
+        tpr = np.zeros(1) if num_present else np.full(1, np.nan)
+        return np.array([np.inf]), tpr, np.ones(1) if num_absent else np.full(1, np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpr = true_pos[last] / num_present if num_present else np.full(last.sum(), np.nan)
+        tnr = 1.0 - false_pos[last] / num_absent if num_absent else np.full(last.sum(), np.nan)
+    return values[last], tpr, tnr
+
+
+@dataclass(frozen=True)
+class OxUvAScore:
+    """A tracker's OxUvA scores over frames pooled from all its runs (the module docstring).
+
+    Attributes:
+        tpr, tnr, max_gm: at the tracker's own operating point (present unless its status says
+            absent, whatever its confidence: the lowest threshold).
+        best_threshold, best_tpr, best_tnr, best_max_gm: at the threshold of the largest MaxGM.
+        frames_present, frames_absent: the frames scored.
+    """
+
+    tpr: float
+    tnr: float
+    max_gm: float
+    best_threshold: float
+    best_tpr: float
+    best_tnr: float
+    best_max_gm: float
+    frames_present: int
+    frames_absent: int
+
+    @property
+    def gm(self) -> float:
+        return float(np.sqrt(self.tpr * self.tnr))
+
+
+def score_oxuva(frames: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> OxUvAScore:
+    """OxUvA's scores of (overlaps, present, confidence) per run (:func:`frame_scores`)."""
+    if not frames:
+        raise ValueError("score_oxuva needs at least one run")
+    overlaps, present, confidence = (np.concatenate(parts) for parts in zip(*frames, strict=True))
+    present = present.astype(bool)
+    thresholds, tpr, tnr = oxuva_points(overlaps >= OXUVA_IOU, present, confidence)
+    gm = max_geometric_mean(tpr, tnr)
+    best = int(np.argmax(np.nan_to_num(gm, nan=-1.0)))
+    return OxUvAScore(
+        float(tpr[-1]),
+        float(tnr[-1]),
+        float(gm[-1]),
+        float(thresholds[best]),
+        float(tpr[best]),
+        float(tnr[best]),
+        float(gm[best]),
+        int(present.sum()),
+        int((~present).sum()),
     )

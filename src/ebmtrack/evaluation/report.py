@@ -13,6 +13,12 @@ import numpy as np
 from ebmtrack.data.datasets import Sequence
 from ebmtrack.evaluation import metrics as M
 from ebmtrack.evaluation.calibration import calibration_summary, frame_ious
+from ebmtrack.evaluation.longterm_report import (
+    LongTermEvaluation,
+    evaluate_long_term,
+    long_term_json,
+    long_term_section,
+)
 from ebmtrack.evaluation.plots import plot_precision, plot_success
 from ebmtrack.evaluation.results import has_result, read_confidence, read_result
 from ebmtrack.evaluation.scoring import Protocol, Score, average, score_run
@@ -22,7 +28,8 @@ from ebmtrack.evaluation.scoring import Protocol, Score, average, score_run
 class TrackerEvaluation:
     """One tracker's scores: per sequence, per attribute, overall (mean over sequences), and
     where its results record a confidence, how well it is calibrated over all their frames
-    (:func:`~ebmtrack.evaluation.calibration.calibration_summary`)."""
+    (:func:`~ebmtrack.evaluation.calibration.calibration_summary`), and where sequences mark
+    frames absent, its long-term scores on them (:mod:`ebmtrack.evaluation.longterm_report`)."""
 
     name: str
     sequences: dict[str, Score] = field(default_factory=dict)
@@ -31,6 +38,7 @@ class TrackerEvaluation:
     runs_found: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     calibration: dict | None = None
+    long_term: LongTermEvaluation | None = None
 
 
 def evaluate_results(
@@ -44,7 +52,8 @@ def evaluate_results(
 
     Sequences without any annotated frame after the first (GOT-10k / TrackingNet test) are not
     scored. Missing or malformed result files are listed in ``problems``; the tracker's overall
-    numbers then average the sequences it has.
+    numbers then average the sequences it has. Sequences that mark frames absent are scored on
+    their present frames here, and also with long-term scores (``long_term``).
     """
     scorable = [s for s in sequences if s.annotated()[1:].any()]
     evaluations = []
@@ -75,6 +84,8 @@ def evaluate_results(
             evaluation.calibration = calibration_summary(
                 np.concatenate(confidences), np.concatenate(ious)
             )
+        evaluation.long_term, problems = evaluate_long_term(out_dir, name, scorable, runs)
+        evaluation.problems += problems
         by_attribute: dict[str, list[Score]] = {}
         for sequence in scorable:
             if sequence.name in evaluation.sequences:
@@ -148,6 +159,7 @@ def metrics_dict(
                     if e.calibration
                     else {}
                 ),
+                **({"long_term": long_term_json(e.long_term)} if e.long_term else {}),
             }
             for e in evaluations
         },
@@ -327,6 +339,9 @@ def write_report(
         "## Overall on all sequences\n" if seen else "## Overall\n",
         markdown_tables(evaluations, names, seen) + "\n",
     ]
+    long_term = [(e.name, e.long_term) for e in evaluations if e.long_term]
+    if long_term:
+        parts.append(long_term_section(long_term, len(names)))
     calibrated = [e for e in evaluations if e.calibration]
     if calibrated:
         parts += ["## Confidence\n", confidence_table(calibrated) + "\n"]

@@ -7,8 +7,11 @@ gives one, has a header line ``score confidence target`` and one line per frame:
 raw score, its confidence (the probability that the box overlaps the target with IoU > 0.5) and
 the target state derived from it (``tracked`` / ``uncertain`` / ``lost`` / ``unknown``;
 :class:`~ebmtrack.tracking.base.TargetPresence`), tab separated, ``nan`` where there is none (row
-1). Results without that file (older ones, other tools') read as before. The box file is written
-last, so its presence means the sequence is complete.
+1). ``SEQ_status.txt``, where the tracker's statuses were recorded, holds one line per frame: the
+status the tracker reported (:class:`~ebmtrack.tracking.base.TrackStatus`: ``normal``, ``lost``,
+``not_found``, ...; ``init`` on row 1), the long-term scores' reading of whether the tracker
+says the target is there. Results without these files (older ones, other tools') read as
+before. The box file is written last, so its presence means the sequence is complete.
 """
 
 from __future__ import annotations
@@ -44,6 +47,11 @@ def confidence_path(out_dir: str | Path, tracker: str, run: int, sequence: str) 
     return run_dir(out_dir, tracker, run) / f"{sequence}_confidence.txt"
 
 
+def status_path(out_dir: str | Path, tracker: str, run: int, sequence: str) -> Path:
+    """The per-frame status file of one tracker, run and sequence."""
+    return run_dir(out_dir, tracker, run) / f"{sequence}_status.txt"
+
+
 def result_paths(
     out_dir: str | Path, tracker: str, run: int, sequence: str, parameter: str = PARAMETER_NAME
 ) -> tuple[Path, Path]:
@@ -59,7 +67,8 @@ def remove_unfinished(
     and sequence; its finished files stay."""
     box_path, time_path = result_paths(out_dir, tracker, run, sequence, parameter)
     scores_path = confidence_path(out_dir, tracker, run, sequence)
-    for name in (box_path.name, time_path.name, scores_path.name):
+    statuses = status_path(out_dir, tracker, run, sequence)
+    for name in (box_path.name, time_path.name, scores_path.name, statuses.name):
         for tmp in box_path.parent.glob(f".{glob.escape(name)}.*{TEMPORARY_SUFFIX}*"):
             tmp.unlink(missing_ok=True)
 
@@ -96,11 +105,19 @@ def _write_atomic(path: Path, array: np.ndarray | str, fmt: str = "") -> None:
 
 
 def write_result(
-    out_dir: str | Path, tracker: str, run: int, sequence: str, boxes, times=None, scores=None
+    out_dir: str | Path,
+    tracker: str,
+    run: int,
+    sequence: str,
+    boxes,
+    times=None,
+    scores=None,
+    statuses=None,
 ) -> Path:
     """Write boxes (N, 4), per-frame times (N,) and, when given, per-frame (score, confidence)
-    pairs ``scores`` (N, 2) atomically; returns the boxes file. Without ``times`` (result files
-    of a tool that kept none) no times file is written."""
+    pairs ``scores`` (N, 2) and statuses (N,) (strings without white space) atomically; returns
+    the boxes file. Without ``times`` (result files of a tool that kept none) no times file is
+    written."""
     boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
     box_path, time_path = result_paths(out_dir, tracker, run, sequence)
     if times is not None:
@@ -119,6 +136,13 @@ def write_result(
             for score, confidence in scores
         ]
         _write_atomic(confidence_path(out_dir, tracker, run, sequence), "\n".join(lines) + "\n")
+    if statuses is not None:
+        statuses = [str(status) for status in np.asarray(statuses, dtype=object).reshape(-1)]
+        if len(statuses) != len(boxes):
+            raise ValueError(f"{len(boxes)} boxes but {len(statuses)} statuses")
+        if any(not status or len(status.split()) != 1 for status in statuses):
+            raise ValueError("a status must be one word")
+        _write_atomic(status_path(out_dir, tracker, run, sequence), "\n".join(statuses) + "\n")
     _write_atomic(box_path, boxes, "%.4f")
     return box_path
 
@@ -229,3 +253,12 @@ def read_confidence(
         raise ValueError(f"{path}: {err}") from None
     values = values.reshape(-1, 2)
     return values[:, 0], values[:, 1]
+
+
+def read_status(out_dir: str | Path, tracker: str, run: int, sequence: str) -> np.ndarray | None:
+    """The statuses (N,) str of one result, or None when it has no status file."""
+    path = status_path(out_dir, tracker, run, sequence)
+    if not path.is_file():
+        return None
+    lines = [line.strip() for line in path.read_text().splitlines()]
+    return np.array([line for line in lines if line], dtype=str)
