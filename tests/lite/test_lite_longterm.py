@@ -187,3 +187,19 @@ def test_the_export_runs_the_mode_when_its_params_hold_all_of_it():
         long_term_params({k: v for k, v in fields.items() if k != "lost_siamese_threshold"})
     with pytest.raises(ValueError, match="needs one backbone pass"):
         ebmtrack.load_tracker("atom-lt", classifier_features="backbone", lost_siamese_threshold=0.5)
+
+
+def test_atom_lt_reports_atoms_calibrated_confidence_while_tracking():
+    # the same classifier and box while tracking: atom's calibrator, the same confidences
+    from ebmtrack.evaluation.demo import demo_sequence
+
+    clip = demo_sequence(6)
+    results = {}
+    for name in ("atom", "atom-lt"):
+        tracker = ebmtrack.load_tracker(name)
+        tracker.initialize(clip.frame(0), clip.init_box)
+        results[name] = [tracker.track(clip.frame(i)) for i in range(1, 6)]
+    assert all(r.status != TrackStatus.LOST for r in results["atom-lt"])
+    confidences = [r.confidence for r in results["atom-lt"]]
+    assert all(0.0 <= c <= 1.0 for c in confidences)
+    assert confidences == [r.confidence for r in results["atom"]]

@@ -50,8 +50,12 @@ def create_atom_lt_tracker(
     weights: str | Path | None = None,
     backbone: str = "mobilenetv2",
     backbone_weights: str | Path | None = None,
+    calibrator: str | Path | None = None,
     **params,
 ) -> AtomLTTracker:
     """An :class:`AtomLTTracker` built as :func:`~ebmtrack.tracking.atom.factory.
-    create_atom_tracker` builds ATOM; ``params`` are fields of :class:`AtomLTParams`."""
-    return build_atom(AtomLTTracker, AtomLTParams, weights, backbone, backbone_weights, params)
+    create_atom_tracker` builds ATOM (``calibrator`` as there); ``params`` are fields of
+    :class:`AtomLTParams`."""
+    return build_atom(
+        AtomLTTracker, AtomLTParams, weights, backbone, backbone_weights, params, calibrator
+    )

@@ -103,7 +103,7 @@ ATOM_LT = register_tracker(
     "atom-lt",
     TrackerVariant(
         "ebmtrack.tracking.atom.longterm:create_atom_lt_tracker",
-        LONG_TERM,
+        {**LONG_TERM, "calibrator": "atom"},
         "ebmtrack.tracking.atom.longterm_params:AtomLTParams",
         "atom with a long-term mode: reports status 'lost' when the classifier loses the target, "
         "freezes its models, searches the whole frame and re-acquires the target",
