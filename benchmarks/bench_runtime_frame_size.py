@@ -19,7 +19,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import yaml
+from bench_speed import cpu_header, tracker_items
 
 import ebmtrack
 from ebmtrack.data.io import list_images, read_image
@@ -54,7 +54,8 @@ def main() -> None:
     box = np.loadtxt(SEQUENCE / "groundtruth_rect.txt", delimiter=",", max_rows=1)
     height, width = images[0].shape[:2]
     print(
-        f"CPU: {ebmtrack_cpu()}; Jumping, {len(images)} frames, one thread, best of {args.repeats}"
+        f"CPU: {cpu_header()['cpu']}; Jumping, {len(images)} frames, one thread, "
+        f"best of {args.repeats}"
     )
     print(
         "| tracker | "
@@ -64,12 +65,7 @@ def main() -> None:
         + " |"
     )
     print("|---" * (2 * len(SIZES)) + "|")
-    for item in args.trackers.split(","):
-        name, _, extra = item.partition(":")
-        options = {}
-        for pair in filter(None, extra.split(";")):
-            key, _, value = pair.partition("=")
-            options[key] = yaml.safe_load(value)
+    for item, name, options in tracker_items(args.trackers):
         fps = []
         for size in SIZES:
             sx, sy = size[0] / width, size[1] / height
@@ -79,16 +75,6 @@ def main() -> None:
             fps.append(steady_fps(tracker, frames, scaled, args.repeats))
         ratios = " | ".join(f"{f / fps[0]:.2f}" for f in fps[1:])
         print(f"| {item} | " + " | ".join(f"{f:.1f}" for f in fps) + f" | {ratios} |", flush=True)
-
-
-def ebmtrack_cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 if __name__ == "__main__":

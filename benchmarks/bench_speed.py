@@ -81,6 +81,20 @@ def cpu_header() -> dict:
     }
 
 
+def tracker_items(text: str) -> list[tuple[str, str, dict]]:
+    """``NAME`` or ``NAME:KEY=VALUE;KEY=VALUE`` items, comma-separated -> ``(item, name,
+    options)`` each, the values read as YAML."""
+    items = []
+    for item in text.split(","):
+        name, _, extra = item.partition(":")
+        options = {}
+        for pair in filter(None, extra.split(";")):
+            key, _, value = pair.partition("=")
+            options[key] = yaml.safe_load(value)
+        items.append((item, name, options))
+    return items
+
+
 def load_average() -> float:
     try:
         return float(Path("/proc/loadavg").read_text().split()[0])
@@ -354,12 +368,7 @@ def main() -> None:
 
     threads_list = [int(t) for t in args.threads.split(",")]
     configs = []
-    for item in args.trackers.split(","):
-        name, _, extra = item.partition(":")
-        options = {}
-        for pair in filter(None, extra.split(";")):
-            key, _, value = pair.partition("=")
-            options[key] = yaml.safe_load(value)
+    for _, name, options in tracker_items(args.trackers):
         if shipped_export(name) is not None:  # the runtime: the tracker as a user gets it
             configs += [(name, None, threads, {**options}) for threads in threads_list]
         if tracker_kind(name).backbone:  # the torch tracker in each configuration

@@ -20,12 +20,9 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
-from selection_sets import lookalike_clips, pack_clips
+from selection_sets import lookalike_clips, measure_rule, pack_clips, print_rule_table
 from tqdm import tqdm
 
-from ebmtrack.evaluation import metrics as M
-from ebmtrack.evaluation.jobs import track_sequence
 from ebmtrack.files import write_json_atomic
 from ebmtrack.lite.files import Export
 from ebmtrack.lite.tracker import LiteTracker
@@ -48,33 +45,6 @@ def build(params: dict, seed: int) -> LiteTracker:
     shipped = shipped_lite_export("atom")
     export = Export(shipped.folder, shipped.manifest, shipped.params | params | {"seed": seed})
     return LiteTracker(export)
-
-
-def track_clip(params: dict, sequence, seed: int) -> dict:
-    """IoU and Prec@20 over the frames after the first, and ms per ``track()``."""
-    boxes, seconds = track_sequence(build(params, seed), sequence)
-    pred, truth = boxes[1:], sequence.ground_truth[1:]
-    return {
-        "iou": float(M.box_iou(pred, truth).mean()),
-        "prec20": float((M.center_error(pred, truth) <= 20).mean()),
-        "ms": 1000 * float(seconds[1:].mean()),
-    }
-
-
-def measure(params: dict, sets: dict[str, list], seeds: list[int], bar) -> dict:
-    row: dict = {"params": params}
-    for set_name, clips in sets.items():
-        runs = {}
-        for seed in seeds:
-            for clip in clips:
-                runs[f"{clip.name}/{seed}"] = track_clip(params, clip, seed)
-                bar.update()
-        row[set_name] = {
-            key: float(np.mean([run[key] for run in runs.values()]))
-            for key in ("iou", "prec20", "ms")
-        } | {"runs": runs}
-    row["S"] = float(np.mean([(row[s]["iou"] + row[s]["prec20"]) / 2 for s in sets]))
-    return row
 
 
 def pick(rows: dict) -> tuple[str, bool]:
@@ -106,17 +76,14 @@ def main() -> None:
     total = len(todo) * len(args.seeds) * sum(len(clips) for clips in sets.values())
     with tqdm(total=total, unit="run", desc="one pass") as bar:
         for name in todo:
-            record["rows"][name] = measure(CANDIDATES[name], sets, args.seeds, bar)
+            params = CANDIDATES[name]
+            row = measure_rule(
+                lambda seed, params=params: build(params, seed), sets, args.seeds, bar
+            )
+            record["rows"][name] = {"params": params} | row
             args.out.mkdir(parents=True, exist_ok=True)
             write_json_atomic(path, record)
-    print("| candidate | S | held-out IoU | Prec@20 | look-alike IoU | Prec@20 | ms |")
-    print("|---|---|---|---|---|---|---|")
-    for name, row in record["rows"].items():
-        held, alike = row["held-out"], row["look-alike"]
-        print(
-            f"| {name} | {row['S']:.3f} | {held['iou']:.3f} | {held['prec20']:.3f} | "
-            f"{alike['iou']:.3f} | {alike['prec20']:.3f} | {held['ms']:.1f} |"
-        )
+    print_rule_table(record["rows"])
     if "two-pass" in record["rows"] and len(record["rows"]) > 1:
         best, default = pick(record["rows"])
         print(f"pick: {best}; " + ("becomes the default" if default else "a named fast variant"))

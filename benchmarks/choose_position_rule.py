@@ -20,13 +20,10 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
-from selection_sets import lookalike_clips, pack_clips
+from selection_sets import lookalike_clips, measure_rule, pack_clips, print_rule_table
 from tqdm import tqdm
 
 from ebmtrack.api import load_tracker
-from ebmtrack.evaluation import metrics as M
-from ebmtrack.evaluation.jobs import track_sequence
 from ebmtrack.files import write_json_atomic
 
 WEIGHTS = (2, 4, 8, 16)
@@ -45,33 +42,6 @@ CANDIDATES: dict[str, dict] = {
     "v3 + poe-2": {"siamese_model": "v3", "classifier_weight": 2.0},
 }
 """Options of the runtime's ``atom`` per candidate (docs/results/position-rule.md)."""
-
-
-def track_clip(options: dict, sequence, seed: int) -> dict:
-    """IoU and Prec@20 over the frames after the first, and ms per ``track()``."""
-    boxes, seconds = track_sequence(load_tracker("atom", seed=seed, **options), sequence)
-    pred, truth = boxes[1:], sequence.ground_truth[1:]
-    return {
-        "iou": float(M.box_iou(pred, truth).mean()),
-        "prec20": float((M.center_error(pred, truth) <= 20).mean()),
-        "ms": 1000 * float(seconds[1:].mean()),
-    }
-
-
-def measure(options: dict, sets: dict[str, list], seeds: list[int], bar) -> dict:
-    row: dict = {"options": options}
-    for set_name, clips in sets.items():
-        runs = {}
-        for seed in seeds:
-            for clip in clips:
-                runs[f"{clip.name}/{seed}"] = track_clip(options, clip, seed)
-                bar.update()
-        row[set_name] = {
-            key: float(np.mean([run[key] for run in runs.values()]))
-            for key in ("iou", "prec20", "ms")
-        } | {"runs": runs}
-    row["S"] = float(np.mean([(row[s]["iou"] + row[s]["prec20"]) / 2 for s in sets]))
-    return row
 
 
 def main() -> None:
@@ -93,17 +63,17 @@ def main() -> None:
     total = len(todo) * len(args.seeds) * sum(len(clips) for clips in sets.values())
     with tqdm(total=total, unit="run", desc="position rule") as bar:
         for name in todo:
-            record["rows"][name] = measure(CANDIDATES[name], sets, args.seeds, bar)
+            options = CANDIDATES[name]
+            row = measure_rule(
+                lambda seed, options=options: load_tracker("atom", seed=seed, **options),
+                sets,
+                args.seeds,
+                bar,
+            )
+            record["rows"][name] = {"options": options} | row
             args.out.mkdir(parents=True, exist_ok=True)
             write_json_atomic(path, record)
-    print("| candidate | S | held-out IoU | Prec@20 | look-alike IoU | Prec@20 | ms |")
-    print("|---|---|---|---|---|---|---|")
-    for name, row in record["rows"].items():
-        held, alike = row["held-out"], row["look-alike"]
-        print(
-            f"| {name} | {row['S']:.3f} | {held['iou']:.3f} | {held['prec20']:.3f} | "
-            f"{alike['iou']:.3f} | {alike['prec20']:.3f} | {held['ms']:.1f} |"
-        )
+    print_rule_table(record["rows"])
 
 
 if __name__ == "__main__":

@@ -78,3 +78,48 @@ def score_sets_by(make_tracker: Callable, sets: dict[str, list]) -> dict:
         row[name] = {key: 100 * float(np.mean([s[key] for s in scores])) for key in SUMMARY}
     row["cpu_ms_per_frame"] = 1000 * cpu / frames
     return row
+
+
+def track_clip(tracker, sequence) -> dict:
+    """IoU and Prec@20 of ``tracker``'s own boxes over the frames after the first of
+    ``sequence``, and ms per ``track()``: the rule's measures (docs/results/position-rule.md)."""
+    from ebmtrack.evaluation import metrics as M
+
+    boxes, seconds = track_sequence(tracker, sequence)
+    pred, truth = boxes[1:], sequence.ground_truth[1:]
+    return {
+        "iou": float(M.box_iou(pred, truth).mean()),
+        "prec20": float((M.center_error(pred, truth) <= 20).mean()),
+        "ms": 1000 * float(seconds[1:].mean()),
+    }
+
+
+def measure_rule(make_tracker: Callable, sets: dict[str, list], seeds: list[int], bar) -> dict:
+    """:func:`track_clip` of ``make_tracker(seed)`` on every clip of every set and seed: per set
+    the means (and each run), and the rule's score S, the mean over the sets of (IoU +
+    Prec@20) / 2."""
+    row: dict = {}
+    for set_name, clips in sets.items():
+        runs = {}
+        for seed in seeds:
+            for clip in clips:
+                runs[f"{clip.name}/{seed}"] = track_clip(make_tracker(seed), clip)
+                bar.update()
+        row[set_name] = {
+            key: float(np.mean([run[key] for run in runs.values()]))
+            for key in ("iou", "prec20", "ms")
+        } | {"runs": runs}
+    row["S"] = float(np.mean([(row[s]["iou"] + row[s]["prec20"]) / 2 for s in sets]))
+    return row
+
+
+def print_rule_table(rows: dict) -> None:
+    """The rows of :func:`measure_rule` (sets ``held-out`` and ``look-alike``) as a table."""
+    print("| candidate | S | held-out IoU | Prec@20 | look-alike IoU | Prec@20 | ms |")
+    print("|---|---|---|---|---|---|---|")
+    for name, row in rows.items():
+        held, alike = row["held-out"], row["look-alike"]
+        print(
+            f"| {name} | {row['S']:.3f} | {held['iou']:.3f} | {held['prec20']:.3f} | "
+            f"{alike['iou']:.3f} | {alike['prec20']:.3f} | {held['ms']:.1f} |"
+        )
