@@ -80,11 +80,12 @@ def test_metrics_say_what_the_default_runtime_ran_with(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     made_by = metrics["produced_by"]["tracker"]
     assert made_by["runtime"] == "lite"
-    assert metrics["backbone"] == made_by["backbone"] == "mobilenetv2"  # the export's manifest
+    # one backbone pass: the siamese estimator's, float32 (the export's manifest names it)
+    assert metrics["backbone"] == made_by["backbone"] == "nanotrack-v3"
     assert metrics["weights"] == "shipped export atom"
     assert metrics["precision"] == made_by["precision"] == "float32"
-    assert metrics["backbone_precision"] == made_by["backbone_precision"] == "int8"
-    assert made_by["backbone_runtime"] == "onnx-int8"
+    assert metrics["backbone_precision"] == made_by["backbone_precision"] == "float32"
+    assert made_by["backbone_runtime"] == "onnx"
     assert metrics["device"] == made_by["device"] == "cpu"
     assert metrics["threads"] == made_by["threads"] == 1  # ONNX Runtime's intra-op threads
     assert len(made_by["backbone_weights_sha256"]) == 64

@@ -13,10 +13,12 @@ from ebmtrack.weights import default_model, pack_box_head
 
 
 def test_atom_is_the_classifier_with_the_siamese_box_estimator():
-    tracker = create_tracker("atom", search_size=96)
+    tracker = create_tracker("atom", search_size=96, classifier_features="backbone")
     assert tracker.box_head is None
     assert tracker.params.box_mode == "siamese" and tracker.box_estimator.slots == 1
     assert isinstance(tracker.box_estimator, SiameseBox)
+    # by default one backbone pass: the siamese estimator's (tests/tracking/test_atom_one_pass.py)
+    assert create_tracker("atom").backbone is None
     # The caller's options win over the parameter set's: the scale search of the earlier default.
     kept = create_tracker("atom", search_size=96, **CLASSIFIER_ONLY)
     assert kept.params.box_mode == "scale" and kept.params.size_update_rate == 0.6
@@ -123,7 +125,9 @@ def test_auto_runs_int8_for_the_classifier_alone_or_a_head_trained_on_int8_featu
     from ebmtrack.models.backbones.runtime import int8_available
     from ebmtrack.models.serialization import trained_features
 
-    alone = create_tracker("atom", precision="float32", search_size=96)
+    alone = create_tracker(
+        "atom", precision="float32", search_size=96, classifier_features="backbone"
+    )
     expected = "onnx-int8" if int8_available(alone.backbone) else "onnx"
     assert alone.backbone_runtime == expected
     # The pack head was trained on the data workers' int8 features: auto keeps them.

@@ -71,9 +71,8 @@ class AtomParams(SearchRegionParams):
             at least ``box_accept_margin``. ``polished``: the scale search tracks; the IoU-Net
             refines the box reported for the frame only, so its errors never carry into the
             next frame. ``siamese``: no IoU-Net, no scale search; a tracking-trained siamese
-            box estimator (NanoTrack v2's networks, shipped) decodes centre and size in a crop
-            centred on the classifier's position (:mod:`ebmtrack.lite.siamese`;
-            ``siamese_model`` v3: NanoTrack v3's, shipped too), and its box
+            box estimator (NanoTrack's networks, v3 or v2, shipped) decodes centre and size,
+            its window on the classifier's position (:mod:`ebmtrack.lite.siamese`), and its box
             becomes the state. ``siamese-polished``: ``siamese`` tracks and the IoU-Net's
             ascent refines the box reported for the frame only. ``siamese-scale``: ``siamese``,
             and the scale search bounds the siamese box's change of scale
@@ -106,8 +105,8 @@ class AtomParams(SearchRegionParams):
 
     Siamese box estimator (``siamese``, ``siamese-polished``; NanoTrack's own decoding values,
     :class:`~ebmtrack.lite.siamese.SiameseBoxConfig`):
-        siamese_model: which NanoTrack's shipped networks decode the box, ``v2`` (the default)
-            or ``v3`` (its authors' later, larger networks), each with its own decoding values.
+        siamese_model: which NanoTrack's shipped networks decode the box, ``v3`` (the default:
+            its authors' later, larger networks) or ``v2``, each with its own decoding values.
         siamese_window: weight of the Hanning window against the penalised score (0-1).
         siamese_penalty: strength of the penalty on a change of scale and aspect ratio (None:
             the model's own, v2 0.055, v3 0.138).
@@ -150,7 +149,7 @@ class AtomParams(SearchRegionParams):
     siamese_penalty: float | None = SiameseBoxConfig.siamese_penalty
     siamese_size_rate: float | None = SiameseBoxConfig.siamese_size_rate
     siamese_context: float = SiameseBoxConfig.siamese_context
-    siamese_model: str = SiameseBoxConfig.siamese_model
+    siamese_model: str = "v3"
     classifier_weight: float = PositionRuleConfig.classifier_weight
     distractor_growth: bool = PositionRuleConfig.distractor_growth
 

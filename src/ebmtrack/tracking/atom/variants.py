@@ -41,7 +41,7 @@ POLISHED = {**CLASSIFIER_ONLY, "box_mode": "polished", "box_step_length": 0.1}
 # the siamese search crop. The siamese box by the rule of docs/results/box-estimator.md, one pass,
 # v3 and the projection by that of docs/results/one-pass.md, on the training pack's held-out
 # clips and their look-alike versions.
-SIAMESE = {"box_mode": "siamese", "siamese_model": "v3", "projection_dim": 32}
+SIAMESE = {"box_mode": "siamese", "projection_dim": 32}  # siamese_model v3: AtomParams' own
 
 # atom's estimator (one backbone pass, SIAMESE) with the long-term mode: a stricter not-found
 # test (the classifier's peak below 0.35 instead of 0.25, so that fewer frames of an absent
