@@ -11,6 +11,7 @@ import pytest
 
 import ebmtrack
 from ebmtrack.lite.longterm import (
+    LOST_CONFIDENCE,
     LongTermParams,
     LostState,
     is_lost,
@@ -103,8 +104,9 @@ def test_the_runtime_is_lost_while_the_target_is_away_frozen_and_bounded_then_re
     back = BEFORE + ABSENT
     assert statuses[BEFORE - 1 : back - 1] == [TrackStatus.LOST] * ABSENT
     last = results[BEFORE - 2].box
-    for result in results[BEFORE - 1 : back - 1]:  # the last box while lost
+    for result in results[BEFORE - 1 : back - 1]:  # the last box while lost, flagged
         np.testing.assert_array_equal(result.box, last)
+        assert result.confidence == LOST_CONFIDENCE
     assert all(s != TrackStatus.LOST for s in statuses[back - 1 :])
     ious = [_iou(results[i - 1].box, boxes[i]) for i in range(back, len(frames))]
     assert min(ious) > 0.7, ious  # re-acquired on the frame it came back, and followed

@@ -38,6 +38,7 @@ from ebmtrack.lite.siamese import SiameseBoxEstimator, SiameseFrame
 
 __all__ = [
     "LONG_TERM",
+    "LOST_CONFIDENCE",
     "LongTermParams",
     "LostSearch",
     "LostState",
@@ -48,6 +49,7 @@ __all__ = [
     "is_lost",
     "long_term_params",
     "lost_candidates",
+    "lost_result",
     "reacquire",
     "review",
     "siamese_threshold_error",
@@ -83,6 +85,18 @@ class LongTermParams:
     lost_crops: int = 4
     tile_overlap: float = 0.25
     lost_siamese_threshold: float = 0.0
+
+
+LOST_CONFIDENCE = 0.008
+"""``TrackResult.confidence`` of a lost frame: the probability that a lost frame's box overlaps
+the target with IoU >= 0.5, measured on the spliced training clips (``atom-lt``, tracker seeds
+0-2: 22 of 2,850 lost frames; docs/results/long-term.md), never on the test sequences."""
+
+
+def lost_result(box, score: float) -> TrackResult:
+    """A lost frame's result: ``box`` (the last one), ``score`` (the best candidate's peak),
+    status ``lost`` and confidence :data:`LOST_CONFIDENCE`."""
+    return TrackResult(box, score, TrackStatus.LOST, LOST_CONFIDENCE)
 
 
 LONG_TERM = tuple(field.name for field in fields(LongTermParams))
@@ -211,7 +225,7 @@ def review(
         return result
     lost.lost = True
     lost.search.reset()
-    return TrackResult(result.box, result.score, TrackStatus.LOST)
+    return lost_result(result.box, result.score)
 
 
 def lost_candidates(peaks: Sequence[float], params: LongTermParams) -> list[int]:

@@ -9,7 +9,7 @@ import numpy as np
 
 from ebmtrack.lite import classifier as cls
 from ebmtrack.lite.crop import crop_square
-from ebmtrack.lite.longterm import head_decoder, reacquire
+from ebmtrack.lite.longterm import head_decoder, lost_result, reacquire
 from ebmtrack.lite.result import TrackResult, TrackStatus
 from ebmtrack.lite.state import State
 
@@ -64,5 +64,6 @@ class LostFrames:
             self._clamp(state, frame.shape)
         self._lap(timings, "classifier", tic)
         self.last_timings = timings
-        status = TrackStatus.LOST if found is None else TrackStatus.NORMAL
-        return TrackResult(state.box(), score, status)
+        if found is None:
+            return lost_result(state.box(), score)
+        return TrackResult(state.box(), score, TrackStatus.NORMAL)

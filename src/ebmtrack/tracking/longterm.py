@@ -38,6 +38,7 @@ from ebmtrack.lite.longterm import (
     head_decoder,
     is_found,
     is_lost,
+    lost_result,
     reacquire,
     review,
     tile_centers,
@@ -69,8 +70,9 @@ class LongTermMode:
     estimator is the one-pass siamese one).
 
     Results while lost: ``status`` :attr:`~ebmtrack.tracking.base.TrackStatus.LOST`, ``box`` the
-    last box (the state's), ``score`` the classifier's best peak over the searched regions. The
-    frame that turns the target lost is reported ``lost`` with the usual frame's box and score.
+    last box (the state's), ``score`` the classifier's best peak over the searched regions,
+    ``confidence`` :data:`~ebmtrack.lite.longterm.LOST_CONFIDENCE`. The frame that turns the
+    target lost is reported ``lost`` with the usual frame's box and score.
     """
 
     params: LongTermParams = field(default_factory=LongTermParams)
@@ -132,8 +134,9 @@ class LongTermMode:
                 state.size = found.size
             state.clamp(target.frame.shape)
         target.timings["classifier"] += time.perf_counter() - tic
-        status = TrackStatus.LOST if found is None else TrackStatus.NORMAL
-        return TrackResult(state.box(), score, status)
+        if found is None:
+            return lost_result(state.box(), score)
+        return TrackResult(state.box(), score, TrackStatus.NORMAL)
 
     def review(self, state: TargetState, result: TrackResult) -> TrackResult:
         return review(state.mode, self.params, result, state.box_score)
