@@ -80,7 +80,8 @@ def tracker_provenance(tracker) -> dict:
             name = export.manifest["siamese"]["models"][model]["backbone"]
             info["backbone"] = f"nanotrack-{model}"
             info["backbone_weights_sha256"] = files[name]["sha256"]
-            info["backbone_precision"], info["backbone_runtime"] = "float32", "onnx"
+            info["backbone_precision"] = "float32"
+            info["backbone_runtime"] = tracker.backbone_runtime
         else:
             backbone = export.manifest["backbone"]
             runtime = tracker.backbone_runtime

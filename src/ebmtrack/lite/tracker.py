@@ -73,7 +73,8 @@ class LiteTracker(LostFrames):
     Attributes:
         name: the exported tracker's name.
         params: its parameters (options applied).
-        backbone_runtime: ``onnx`` (float32) or ``onnx-int8``.
+        backbone_runtime: ``onnx`` (float32) or ``onnx-int8``: the backbone's that runs (with
+            one pass the siamese estimator's, ``onnx``).
         threads: ONNX Runtime's intra-op threads of each of its sessions.
         last_timings: seconds of the last :meth:`track` call's phases (``crop``, ``backbone``,
             ``classifier``, ``box``, ``update``, ``confidence``).
@@ -110,8 +111,9 @@ class LiteTracker(LostFrames):
                 f"backbone_runtime {runtime!r}: this export has "
                 f"{', '.join(sorted(backbone['files']))} only"
             )
-        self.backbone_runtime = runtime
         self.one_pass = one_pass(params.get("classifier_features"), params["box_mode"])
+        # one pass runs the siamese backbone, float32 in ONNX Runtime, not the export's
+        self.backbone_runtime = "onnx" if self.one_pass else runtime
         # the long-term mode where the export's params hold its fields (lite.longterm)
         self.long_term = long_term_params(params)
         wrong = self.long_term and siamese_threshold_error(self.long_term, self.one_pass)
