@@ -6,8 +6,9 @@ in float32 and, where activation ranges ship for its weights, in int8: the files
 tracker itself runs with ONNX Runtime), its classifier's layer and stride, its box head (the
 reference and test branches' convolutions as ONNX graphs, the predictor's folded layers as
 arrays, :mod:`ebmtrack.lite.head`) and its confidence calibrator. A tracker of one backbone pass
-(``classifier_features="siamese"``), which builds no backbone, is exported with the backbone of
-its two-pass twin all the same, so that the runtime runs either (``params.json`` says which).
+(``classifier_features`` ``auto`` or ``siamese`` with box mode ``siamese``), which builds no
+backbone, is exported with the backbone of its two-pass twin all the same, so that the runtime
+runs either (``params.json`` says which).
 :mod:`ebmtrack.lite.files` describes the folder; the manifest holds every file's sha256 and the
 versions it was exported with.
 

@@ -13,9 +13,13 @@ stride 16 (G = 16 for v2, 15 for v3; read from the head's output), a target scor
 distances of the box's four sides, the cells at ``(i - G // 2) * 16`` px from the crop's centre.
 The box is decoded as SiamRPN++-style trackers decode it (NanoTrack's own rule): the score times
 a penalty on a change of scale and aspect ratio, blended with a Hanning window centred on the
-crop (``siamese_window``); the best cell's box; its size smoothed with the last one at a rate of
-penalty x score x ``siamese_size_rate``. Each version decodes with its own authors' values
-(:data:`SIAMESE_MODELS`) unless the config sets them.
+crop, or where another expert puts the target (``siamese_window``, :func:`shifted_window`); the
+best cell's box; its size smoothed with the last one at a rate of penalty x score x
+``siamese_size_rate``. Each version decodes with its own authors' values (:data:`SIAMESE_MODELS`)
+unless the config sets them. :meth:`~SiameseBoxEstimator.locate` is the crop
+(:meth:`~SiameseBoxEstimator.search`), the backbone and :meth:`~SiameseBoxEstimator.decode` in
+turn; with one backbone pass the trackers run them apart (the backbone:
+:meth:`~SiameseBoxEstimator.features`), so that ATOM's classifier reads the same search features.
 
 Input convention of the network: RGB, raw 0-255 values, no mean or std (OpenCV's ``TrackerNano``
 swaps its BGR frames to RGB). Crops repeat the frame's border (NanoTrack pads with the mean
@@ -91,8 +95,8 @@ class SiameseBoxConfig:
             (0-1; None: the model's own, v2 0.37, v3 0.348).
         siamese_context: context around the target in the template crop, times (w + h) (>= 0).
         siamese_model: which NanoTrack's shipped networks decode the box: ``v2`` (48 channels,
-            a 16 x 16 score map) or ``v3`` (96 channels, 15 x 15; its authors' later, larger
-            networks).
+            a 16 x 16 score map; this config's default) or ``v3`` (96 channels, 15 x 15; its
+            authors' later, larger networks; the default of ``AtomParams``, so of ``atom``).
     """
 
     siamese_window: float = 0.455

@@ -11,7 +11,8 @@ is the target centre and size in frame pixels; the crop's affine map converts to
 pixels, where the classifier (stride ``s``: score cell ``i`` at pixel ``s * i``) and the IoU-Net
 (boxes in crop pixels) work.
 
-With ``classifier_features="siamese"`` (box mode ``siamese``) the frame has one backbone pass:
+With box mode ``siamese`` and ``classifier_features`` ``auto`` (the default) or ``siamese``
+(:attr:`~ebmtrack.tracking.atom.params.AtomParams.one_pass`) the frame has one backbone pass:
 the search region is the siamese box estimator's search crop and the classifier reads its
 backbone's features (:class:`~ebmtrack.tracking.search_region.SiameseSearchRegion`), which the
 siamese head decodes too (:class:`~ebmtrack.tracking.atom.box.SiameseOnePassBox`); the backbone
@@ -53,8 +54,8 @@ class AtomTracker(SearchRegionTracker):
     Args:
         backbone: a backbone from :func:`ebmtrack.models.backbones.create_backbone`; the
             classifier reads ``backbone.classifier_layer``, the box head ``default_layers``.
-            None with ``classifier_features="siamese"``, which runs none (one given is kept
-            as :attr:`backbone`, unused).
+            None with one backbone pass (``params.one_pass``), which runs none (one given is
+            kept as :attr:`backbone`, unused).
         box_head: the offline-trained IoU-Net for this backbone; given exactly when
             ``params.box_mode`` reads one (``refine``, ``gated``, ``polished``; ValueError
             otherwise).
