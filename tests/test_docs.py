@@ -90,8 +90,8 @@ def test_readme_tracker_table_matches_the_tracking_page(page, section):
 
 
 def test_the_demo_score_is_the_same_on_every_page():
-    # The int8 backbone's demo AUC depends on the CPU: the README states the one measured (and
-    # on which CPU), docs/demo.md shows that run's output and docs/guide.md names the same.
+    # A demo AUC may depend on the CPU (an int8 backbone's does): the README states the one
+    # measured (and on which CPU), docs/demo.md shows that run's output and docs/guide.md names it.
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     demo = (ROOT / "docs" / "demo.md").read_text(encoding="utf-8")
     guide = (ROOT / "docs" / "guide.md").read_text(encoding="utf-8")

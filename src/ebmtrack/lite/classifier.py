@@ -50,6 +50,7 @@ __all__ = [
     "fit_classifier",
     "gaussian_labels",
     "input_adjoint",
+    "label_sigma",
     "normalize_features",
     "pelu",
     "project",
@@ -142,6 +143,14 @@ def input_adjoint(filt: np.ndarray, q: np.ndarray) -> np.ndarray:
     batch, height, width = q.shape
     out = filt.reshape(channels, k * k) @ windows(q, k)  # (D, B*H*W)
     return np.ascontiguousarray(out.reshape(channels, batch, height, width).transpose(1, 0, 2, 3))
+
+
+def label_sigma(sigma_factor: float, size, crop_size: float, side: float) -> float:
+    """The labels' std in crop px for a target of ``size`` (w, h, frame px) in a crop of
+    ``side`` frame px resized to ``crop_size`` px: ATOM's ``sigma_factor`` times the target's
+    side ``sqrt(w h)`` in crop px (the one-pass trackers fix it at the first frame: their crop's
+    side is not a fixed multiple of it)."""
+    return sigma_factor * math.sqrt(size[0] * size[1]) * (crop_size / side)
 
 
 def gaussian_labels(centers: np.ndarray, sigma: float, size: tuple[int, int]) -> np.ndarray:

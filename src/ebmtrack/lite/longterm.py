@@ -89,8 +89,9 @@ class LongTermParams:
 
 LOST_CONFIDENCE = 0.008
 """``TrackResult.confidence`` of a lost frame: the probability that a lost frame's box overlaps
-the target with IoU >= 0.5, measured on the spliced training clips (``atom-lt``, tracker seeds
-0-2: 22 of 2,850 lost frames; docs/results/long-term.md), never on the test sequences."""
+the target with IoU > 0.5 (the calibrators' event), measured on the spliced training clips
+(``atom-lt``, tracker seeds 0-2: 22 of 2,850 lost frames; docs/results/long-term.md), never on
+the test sequences."""
 
 
 def lost_result(box, score: float) -> TrackResult:

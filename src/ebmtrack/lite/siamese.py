@@ -351,6 +351,12 @@ class SiameseBoxEstimator:
         float32 (raw 0-255 RGB), one call."""
         return self.backbone({self.backbone.inputs[0]: images})[self.backbone.outputs[0]]
 
+    def features_each(self, images: np.ndarray) -> np.ndarray:
+        """:meth:`features` of ``images`` (N, 3, 255, 255), one image a call (the networks take
+        one image): (N, C, 16, 16)."""
+        parts = [self.features(image[None]) for image in images]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
     def decode(
         self,
         search: np.ndarray,

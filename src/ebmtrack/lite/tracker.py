@@ -178,10 +178,8 @@ class LiteTracker(LostFrames):
         generator = TorchGenerator(params["seed"])
         center, size = box[:2] + box[2:] / 2, box[2:].copy()
         side = self._side(size)
-        if self.one_pass:  # the label's width: ATOM's, sigma_factor x the target's side
-            self._sigma = (
-                params["sigma_factor"] * math.sqrt(size[0] * size[1]) * (self.search_size / side)
-            )
+        if self.one_pass:  # the label's width, fixed at the first frame
+            self._sigma = cls.label_sigma(params["sigma_factor"], size, self.search_size, side)
         crops, centers = augmented_crops(
             frame, tuple(center), side, params | {"search_size": self.search_size}, rng
         )
@@ -326,8 +324,7 @@ class LiteTracker(LostFrames):
         """The backbone's layers of ``images`` (N, 3, S, S), in calls of at most ``batch`` (the
         siamese backbone's: one image a call)."""
         if self.one_pass:
-            parts = [self.siamese.features(image[None]) for image in images]
-            return {self.layer: parts[0] if len(parts) == 1 else np.concatenate(parts)}
+            return {self.layer: self.siamese.features_each(images)}
         name, outputs = self._backbone.inputs[0], self._backbone.outputs
         parts = [
             self._backbone({name: images[start : start + self.batch]})

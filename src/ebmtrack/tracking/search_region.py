@@ -228,8 +228,7 @@ class SiameseSearchRegion(SearchRegion):
 
     def _extract(self, images: Tensor) -> dict[str, Tensor]:
         arrays = np.ascontiguousarray(images.detach().cpu().numpy(), dtype=np.float32)
-        parts = [self.siamese.features(image[None]) for image in arrays]
-        feats = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        feats = self.siamese.features_each(arrays)
         return {SIAMESE_LAYER: torch.from_numpy(feats).to(self.device)}
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ebmtrack.lite.classifier import label_sigma
 from ebmtrack.lite.params import one_pass
 from ebmtrack.models.atom_classifier import (
     AtomClassifier,
@@ -132,8 +133,7 @@ class GaussNewtonClassifier:
         """The labels' std in crop px for the target of ``first`` (class docstring)."""
         params = self.params
         if params.one_pass:
-            area = math.sqrt(first.size[0] * first.size[1])
-            return params.sigma_factor * area * (self.crop_size / first.side)
+            return label_sigma(params.sigma_factor, first.size, self.crop_size, first.side)
         return params.sigma_factor * params.search_size / params.search_area_scale
 
     def labels(self, centers_px: np.ndarray, sigma: float) -> Tensor:

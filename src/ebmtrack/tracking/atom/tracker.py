@@ -94,7 +94,10 @@ class AtomTracker(SearchRegionTracker):
             self._one_pass(params, device, box_head, calibrator, mode)
             return
         if backbone is None:
-            raise ValueError("AtomTracker needs a backbone unless classifier_features='siamese'")
+            raise ValueError(
+                "AtomTracker needs a backbone unless it runs one pass (classifier_features auto "
+                "or siamese with box_mode siamese)"
+            )
         self.backbone = backbone.to(device).eval()
         head = BoxHead(box_head, backbone, device) if box_head is not None else None
         estimator = build_box_estimator(BOX_ESTIMATORS, params.box_mode, params, head)
