@@ -16,14 +16,8 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
+from selection_sets import run_rule
 
-from selection_sets import lookalike_clips, measure_rule, pack_clips, print_rule_table
-from tqdm import tqdm
-
-from ebmtrack.files import write_json_atomic
 from ebmtrack.lite.files import Export
 from ebmtrack.lite.tracker import LiteTracker
 from ebmtrack.tracking.runtime import shipped_lite_export
@@ -58,34 +52,9 @@ def pick(rows: dict) -> tuple[str, bool]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES), metavar="NAME")
-    args = parser.parse_args()
-    unknown = [name for name in args.candidates if name not in CANDIDATES]
-    if unknown:
-        parser.error(f"--candidates: unknown {', '.join(unknown)}; valid: {', '.join(CANDIDATES)}")
-    held_out = pack_clips()
-    if not held_out:
-        parser.error("the training pack's clips are not beside the repository (../shared)")
-    sets = {"held-out": held_out, "look-alike": lookalike_clips()}
-    path = args.out / "one_pass.json"
-    record = json.loads(path.read_text()) if path.is_file() else {"seeds": args.seeds, "rows": {}}
-    todo = [name for name in args.candidates if name not in record["rows"]]
-    total = len(todo) * len(args.seeds) * sum(len(clips) for clips in sets.values())
-    with tqdm(total=total, unit="run", desc="one pass") as bar:
-        for name in todo:
-            params = CANDIDATES[name]
-            row = measure_rule(
-                lambda seed, params=params: build(params, seed), sets, args.seeds, bar
-            )
-            record["rows"][name] = {"params": params} | row
-            args.out.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(path, record)
-    print_rule_table(record["rows"])
-    if "two-pass" in record["rows"] and len(record["rows"]) > 1:
-        best, default = pick(record["rows"])
+    rows = run_rule(__doc__.split("\n\n")[0], CANDIDATES, build, "params", "one_pass")
+    if "two-pass" in rows and len(rows) > 1:
+        best, default = pick(rows)
         print(f"pick: {best}; " + ("becomes the default" if default else "a named fast variant"))
 
 

@@ -16,15 +16,9 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
-
-from selection_sets import lookalike_clips, measure_rule, pack_clips, print_rule_table
-from tqdm import tqdm
+from selection_sets import run_rule
 
 from ebmtrack.api import load_tracker
-from ebmtrack.files import write_json_atomic
 
 WEIGHTS = (2, 4, 8, 16)
 CANDIDATES: dict[str, dict] = {
@@ -45,35 +39,13 @@ CANDIDATES: dict[str, dict] = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES), metavar="NAME")
-    args = parser.parse_args()
-    unknown = [name for name in args.candidates if name not in CANDIDATES]
-    if unknown:
-        parser.error(f"--candidates: unknown {', '.join(unknown)}; valid: {', '.join(CANDIDATES)}")
-    held_out = pack_clips()
-    if not held_out:
-        parser.error("the training pack's clips are not beside the repository (../shared)")
-    sets = {"held-out": held_out, "look-alike": lookalike_clips()}
-    path = args.out / "position_rule.json"
-    record = json.loads(path.read_text()) if path.is_file() else {"seeds": args.seeds, "rows": {}}
-    todo = [name for name in args.candidates if name not in record["rows"]]
-    total = len(todo) * len(args.seeds) * sum(len(clips) for clips in sets.values())
-    with tqdm(total=total, unit="run", desc="position rule") as bar:
-        for name in todo:
-            options = CANDIDATES[name]
-            row = measure_rule(
-                lambda seed, options=options: load_tracker("atom", seed=seed, **options),
-                sets,
-                args.seeds,
-                bar,
-            )
-            record["rows"][name] = {"options": options} | row
-            args.out.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(path, record)
-    print_rule_table(record["rows"])
+    run_rule(
+        __doc__.split("\n\n")[0],
+        CANDIDATES,
+        lambda options, seed: load_tracker("atom", seed=seed, **options),
+        "options",
+        "position_rule",
+    )
 
 
 if __name__ == "__main__":

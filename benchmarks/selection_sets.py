@@ -123,3 +123,44 @@ def print_rule_table(rows: dict) -> None:
             f"| {name} | {row['S']:.3f} | {held['iou']:.3f} | {held['prec20']:.3f} | "
             f"{alike['iou']:.3f} | {alike['prec20']:.3f} | {held['ms']:.1f} |"
         )
+
+
+def run_rule(description: str, candidates: dict, make_tracker: Callable, key: str, name: str):
+    """The command line of a rule's benchmark (``--out``, ``--seeds``, ``--candidates``): every
+    candidate's :func:`measure_rule` with ``make_tracker(settings, seed)`` on the held-out clips
+    and their look-alike versions, each row written to ``OUT/NAME.json`` when done (the settings
+    under ``key``; a rerun skips the rows there), then the table; returns the rows."""
+    import argparse
+    import json
+
+    from tqdm import tqdm
+
+    from ebmtrack.files import write_json_atomic
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--candidates", nargs="+", default=list(candidates), metavar="NAME")
+    args = parser.parse_args()
+    unknown = [c for c in args.candidates if c not in candidates]
+    if unknown:
+        parser.error(f"--candidates: unknown {', '.join(unknown)}; valid: {', '.join(candidates)}")
+    held_out = pack_clips()
+    if not held_out:
+        parser.error("the training pack's clips are not beside the repository (../shared)")
+    sets = {"held-out": held_out, "look-alike": lookalike_clips()}
+    path = args.out / f"{name}.json"
+    record = json.loads(path.read_text()) if path.is_file() else {"seeds": args.seeds, "rows": {}}
+    todo = [c for c in args.candidates if c not in record["rows"]]
+    total = len(todo) * len(args.seeds) * sum(len(clips) for clips in sets.values())
+    with tqdm(total=total, unit="run", desc=name.replace("_", " ")) as bar:
+        for candidate in todo:
+            settings = candidates[candidate]
+            row = measure_rule(
+                lambda seed, settings=settings: make_tracker(settings, seed), sets, args.seeds, bar
+            )
+            record["rows"][candidate] = {key: settings} | row
+            args.out.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(path, record)
+    print_rule_table(record["rows"])
+    return record["rows"]
