@@ -49,6 +49,7 @@ __all__ = [
     "is_lost",
     "long_term_params",
     "lost_candidates",
+    "lost_frame_result",
     "lost_result",
     "reacquire",
     "review",
@@ -245,6 +246,19 @@ class Reacquired:
     center: np.ndarray
     size: np.ndarray | None
     score: float
+
+    def target(self, size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The state's ``(center, size)`` once re-acquired, the last ``size`` kept where the
+        head gave none."""
+        return self.center, size if self.size is None else self.size
+
+
+def lost_frame_result(found: Reacquired | None, box, score: float) -> TrackResult:
+    """A lost target's frame as reported: :func:`lost_result` while not ``found``, else the
+    re-acquired ``box`` (the state's, after :meth:`Reacquired.target`), status ``normal``."""
+    if found is None:
+        return lost_result(box, score)
+    return TrackResult(box, score, TrackStatus.NORMAL)
 
 
 Decoder = Callable[[int, np.ndarray], SiameseFrame]

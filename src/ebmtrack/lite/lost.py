@@ -9,8 +9,8 @@ import numpy as np
 
 from ebmtrack.lite import classifier as cls
 from ebmtrack.lite.crop import crop_square
-from ebmtrack.lite.longterm import head_decoder, lost_result, reacquire
-from ebmtrack.lite.result import TrackResult, TrackStatus
+from ebmtrack.lite.longterm import head_decoder, lost_frame_result, reacquire
+from ebmtrack.lite.result import TrackResult
 from ebmtrack.lite.state import State
 
 __all__ = ["LostFrames"]
@@ -58,12 +58,8 @@ class LostFrames:
             decode,
         )
         if found is not None:
-            state.center = found.center
-            if found.size is not None:
-                state.size = found.size
+            state.center, state.size = found.target(state.size)
             self._clamp(state, frame.shape)
         self._lap(timings, "classifier", tic)
         self.last_timings = timings
-        if found is None:
-            return lost_result(state.box(), score)
-        return TrackResult(state.box(), score, TrackStatus.NORMAL)
+        return lost_frame_result(found, state.box(), score)

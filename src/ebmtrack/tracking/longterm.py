@@ -38,13 +38,13 @@ from ebmtrack.lite.longterm import (
     head_decoder,
     is_found,
     is_lost,
-    lost_result,
+    lost_frame_result,
     reacquire,
     review,
     tile_centers,
 )
 from ebmtrack.ops.crop import crop_square
-from ebmtrack.tracking.base import TrackResult, TrackStatus
+from ebmtrack.tracking.base import TrackResult
 from ebmtrack.tracking.composition import SearchRegionTracker, TargetFrame, TargetState
 from ebmtrack.tracking.search_region import SIAMESE_LAYER, Region, SiameseSearchRegion
 
@@ -129,14 +129,10 @@ class LongTermMode:
             decode,
         )
         if found is not None:
-            state.center = found.center
-            if found.size is not None:
-                state.size = found.size
+            state.center, state.size = found.target(state.size)
             state.clamp(target.frame.shape)
         target.timings["classifier"] += time.perf_counter() - tic
-        if found is None:
-            return lost_result(state.box(), score)
-        return TrackResult(state.box(), score, TrackStatus.NORMAL)
+        return lost_frame_result(found, state.box(), score)
 
     def review(self, state: TargetState, result: TrackResult) -> TrackResult:
         return review(state.mode, self.params, result, state.box_score)
